@@ -301,8 +301,8 @@ class Compiler:
         g.emit(1, "try:")
         g.emit(2, "pass")
         out = self._dec_struct(g, s, v, flex, 2)
-        g.emit(1, "except (IndexError, _struct_error) as e:")
-        g.emit(2, "raise DecodeError(f'truncated {e}') from None")
+        g.emit(1, "except (IndexError, _struct_error, UnicodeDecodeError) as e:")
+        g.emit(2, f"raise DecodeError(f'{s.name} v{v}: {{type(e).__name__}}: {{e}}') from None")
         g.emit(1, f"return {out}, p")
         g.ns["_struct_error"] = _struct.error
         src = "\n".join(g.lines) + "\n"
@@ -359,8 +359,8 @@ class Compiler:
         g.emit(1, "try:")
         plain = Field(f.name, f.type, f.versions, f.nullable, f.default, f.has_default)
         out = self._dec_field(g, plain, v, True, 2)
-        g.emit(1, "except (IndexError, _struct_error) as e:")
-        g.emit(2, "raise DecodeError(f'truncated tagged field {e}') from None")
+        g.emit(1, "except (IndexError, _struct_error, UnicodeDecodeError) as e:")
+        g.emit(2, f"raise DecodeError(f'tagged field {f.name}: {{type(e).__name__}}: {{e}}') from None")
         g.emit(1, f"return {out}")
         g.ns["_struct_error"] = _struct.error
         exec(compile("\n".join(g.lines) + "\n", f"<refka tagged {f.name}>", "exec"), g.ns)

@@ -1,0 +1,69 @@
+# refka: `make run` installs and starts one broker; `make test` installs
+# everything the tests need (Debian packages when root, the venv, KafkaJS) and
+# runs them. Both work on a fresh Debian machine with Python 3.11.
+
+PYTHON ?= python3
+VENV   ?= .venv
+PY     := $(VENV)/bin/python
+PIP    := $(VENV)/bin/pip
+STAMP  := $(VENV)/.refka-installed
+TSTAMP := $(VENV)/.refka-test-installed
+JSDIR  := tests/js
+
+.PHONY: run test bench lint system-deps system-deps-test venv install install-test js clean zookeeper api-table
+
+run: install
+	$(VENV)/bin/refka serve $(ARGS)
+
+test: install-test js
+	$(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: install-test
+	$(PY) -m lab.bench $(ARGS)
+
+lint: install-test
+	$(VENV)/bin/ruff check refka tests lab
+
+api-table: install
+	$(VENV)/bin/refka api-versions
+
+zookeeper: install system-deps-test
+	$(VENV)/bin/refka zookeeper
+
+# Debian packages: the venv module for `make run`; kcat, ZooKeeper (with its
+# JRE) and Node.js/npm for the tests. Installed only when missing, only as root.
+system-deps:
+	@if ! $(PYTHON) -m venv --help >/dev/null 2>&1 || ! $(PYTHON) -c 'import ensurepip' >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-venv; \
+	  else echo "python3-venv is missing: run 'sudo apt-get install python3-venv'"; exit 1; fi; fi
+
+system-deps-test: system-deps
+	@missing=""; \
+	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
+	[ -x /usr/share/zookeeper/bin/zkServer.sh ] || missing="$$missing zookeeper"; \
+	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
+	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+	  else echo "missing Debian packages:$$missing (run make test as root, or install them)"; exit 1; fi; fi
+
+$(STAMP): pyproject.toml | system-deps
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	$(PIP) install -q -e .
+	touch $(STAMP)
+
+$(TSTAMP): pyproject.toml $(STAMP) | system-deps-test
+	$(PIP) install -q -e '.[test]'
+	touch $(TSTAMP)
+
+install: $(STAMP)
+install-test: $(TSTAMP)
+
+js: $(JSDIR)/node_modules/kafkajs/package.json
+
+$(JSDIR)/node_modules/kafkajs/package.json: $(JSDIR)/package.json | system-deps-test
+	cd $(JSDIR) && npm install --no-audit --no-fund --loglevel=error
+
+clean:
+	rm -rf $(VENV) $(JSDIR)/node_modules refka-data .pytest_cache

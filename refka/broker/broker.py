@@ -1,0 +1,172 @@
+"""One broker: listeners, its partitions, its metadata cache, its controller candidacy.
+
+Start-up order: listeners accept first (the controller reaches every broker,
+itself included, over the Kafka protocol), then the broker registers
+``/brokers/ids/<id>`` in the metadata store and runs for controller; it is
+ready once the controller's first UpdateMetadata names it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+from typing import Any, Coroutine
+
+from refka.protocol import ErrorCode
+from refka.protocol.messages.api_versions import ApiVersions
+
+from . import handlers as _handlers  # noqa: F401  (registers every handler)
+from .config import BrokerConfig, Endpoint
+from .connection import Connection
+from .fetch_session import FetchSessionCache
+from .log import LogManager
+from . import logging as _rlog
+from .logging import get_logger
+from .metadata_cache import MetadataCache
+from .registry import HANDLERS
+from .replica_manager import ReplicaManager
+from .stats import Stats
+
+log = get_logger("refka.broker")
+
+
+class Broker:
+    def __init__(self, config: BrokerConfig, *, memory: bool = False, data_dir: Path | None = None) -> None:
+        self.config = config
+        self.node_id = config.broker_id
+        self.memory = memory
+        self.metadata = MetadataCache()
+        self.stats = Stats()
+        self.connections: set[Connection] = set()
+        self.tasks: set[asyncio.Task[Any]] = set()
+        self.servers: list[asyncio.base_events.Server] = []
+        self.topic_configs: dict[str, dict[str, str]] = {}
+        log_dirs = None if memory else (config.log_dirs if data_dir is None else [data_dir])
+        self.logs = LogManager(log_dirs, memory=memory)
+        self.replicas = ReplicaManager(self, self.logs)
+        self.request_log = _rlog.DEBUG
+        self.ready = asyncio.Event()
+        self.controller_side: Any = None  # set by the cluster wiring (refka.broker.server)
+        self._api_versions_cache: dict[int, Any] = {}
+        self.controller_epoch = -1  # newest controller epoch seen (fencing of old controllers)
+        self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
+        self._metadata_waiters: list[asyncio.Future[None]] = []
+
+    # -- lifecycle
+
+    async def start_listeners(self) -> None:
+        loop = asyncio.get_running_loop()
+        for ep in self.config.listeners:
+            server = await loop.create_server(
+                lambda ep=ep: Connection(self, ep.listener), ep.host, ep.port, reuse_address=True
+            )
+            self.servers.append(server)
+            log.info("listening", broker=self.node_id, listener=str(ep))
+
+    @property
+    def advertised(self) -> list[Endpoint]:
+        return self.config.advertised_listeners
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> asyncio.Task[Any]:
+        task = asyncio.ensure_future(coro)
+        self.tasks.add(task)
+        task.add_done_callback(self._task_done)
+        return task
+
+    def _task_done(self, task: asyncio.Task[Any]) -> None:
+        self.tasks.discard(task)
+        if not task.cancelled() and task.exception() is not None:
+            log.error("background_task_failed", broker=self.node_id, exc_info=task.exception())
+
+    async def close_listeners(self) -> None:
+        for s in self.servers:
+            s.close()
+        for c in list(self.connections):
+            if c.transport is not None:
+                c.transport.close()
+        for s in self.servers:
+            try:
+                await asyncio.wait_for(s.wait_closed(), 1.0)
+            except asyncio.TimeoutError:
+                pass
+        self.servers.clear()
+
+    async def stop(self) -> None:
+        await self.close_listeners()
+        for t in list(self.tasks):
+            t.cancel()
+        if self.tasks:
+            await asyncio.wait(list(self.tasks), timeout=2.0)
+        self.replicas.close()
+        log.info("broker_stopped", broker=self.node_id)
+
+    # -- metadata changes
+
+    def notify_metadata_changed(self) -> None:
+        """Called after every UpdateMetadata: wakes admin requests waiting on it."""
+        self.metadata.version += 1
+        if self.node_id in self.metadata.brokers:
+            self.ready.set()
+        waiters, self._metadata_waiters = self._metadata_waiters, []
+        for f in waiters:
+            if not f.done():
+                f.set_result(None)
+
+    def metadata_changed(self) -> asyncio.Future[None]:
+        fut = asyncio.get_running_loop().create_future()
+        self._metadata_waiters.append(fut)
+        return fut
+
+    def topic_ready(self, name: str, partitions: int | None = None) -> bool:
+        """The topic is in the metadata with a live leader for each partition."""
+        t = self.metadata.topic(name)
+        if t is None or not t.partitions:
+            return False
+        if partitions is not None and len(t.partitions) < partitions:
+            return False
+        return all(p.leader in self.metadata.brokers for p in t.partitions.values())
+
+    async def wait_for_topics(self, names: list[str]) -> None:
+        while not all(self.topic_ready(n) for n in names):
+            await self.metadata_changed()
+
+    async def wait_for_topics_gone(self, metas: list[Any]) -> None:
+        while not all(self.topic_gone(m) for m in metas):
+            await self.metadata_changed()
+
+    def topic_gone(self, meta: Any) -> bool:
+        """The metadata no longer has this incarnation of the topic."""
+        now = self.metadata.topics.get(meta.name)
+        return (now is None or now.topic_id != meta.topic_id) and self.metadata.topic_by_id(meta.topic_id) is None
+
+    # -- shared answers
+
+    def api_versions_response(self, error: ErrorCode) -> Any:
+        cached = self._api_versions_cache.get(int(error))
+        if cached is None:
+            R = ApiVersions.Response
+            cached = R(
+                error_code=error,
+                api_keys=[
+                    R.ApiVersion(api_key=h.api.key, min_version=h.min_version, max_version=h.max_version)
+                    for h in sorted(HANDLERS.values(), key=lambda h: h.api.key)
+                ],
+            )
+            self._api_versions_cache[int(error)] = cached
+        return cached
+
+    async def auto_create_topic(self, name: str) -> None:
+        side = self.controller_side
+        if side is None:
+            return
+        try:
+            await side.create_topic(
+                name,
+                self.config["num.partitions"],
+                self.config["default.replication.factor"],
+                None,
+                {},
+            )
+            log.info("topic_auto_created", topic=name)
+        except Exception as e:  # already exists (a race with another client) or refused
+            log.debug("topic_auto_create_skipped", topic=name, reason=str(e))

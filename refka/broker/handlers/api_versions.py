@@ -1,0 +1,23 @@
+"""ApiVersions (key 18), v0-v4.
+
+Behavior:
+- Answers from the handler registry: every API with a handler, at the versions
+  it serves. Inter-broker APIs (LeaderAndIsr, UpdateMetadata, StopReplica,
+  ControlledShutdown) are listed too, as Kafka's ZooKeeper-mode brokers do.
+- A version we do not serve gets UNSUPPORTED_VERSION in a v0 answer (written by
+  the connection, KIP-511), so old and new clients can both downgrade.
+
+Version notes:
+- v1: throttle_time_ms.
+- v3: flexible; client software name and version (KIP-511); feature tags (KIP-584, empty).
+"""
+
+from refka.protocol import ErrorCode
+from refka.protocol.messages.api_versions import ApiVersions
+
+from ..registry import handles
+
+
+@handles(ApiVersions.key, 0, 4)
+def handle_api_versions(ctx, req):
+    return ctx.broker.api_versions_response(ErrorCode.NONE)

@@ -1,0 +1,127 @@
+"""DescribeConfigs (key 32), v1-v4.
+
+Behavior:
+- TOPIC resources (type 2): every topic config of topic_config.py (or the
+  named keys), value = the topic's override, else the broker's synonym, else
+  Kafka's default; config_source says which (DYNAMIC_TOPIC_CONFIG,
+  STATIC_BROKER_CONFIG, DEFAULT_CONFIG). Overrides are read from the
+  metadata store (/config/topics/<t>). Unknown topic: UNKNOWN_TOPIC_OR_PARTITION.
+- BROKER resources (type 4): this broker's properties (name "" or its id);
+  another broker's id is INVALID_REQUEST (ask that broker, as with Kafka).
+  BROKER_LOGGER (8) is INVALID_REQUEST: log levels are not configurable here.
+- include_synonyms (v1+) lists the override, the broker property and the
+  default in precedence order; include_documentation (v3+) adds the doc line.
+
+Version notes:
+- v1 synonyms. v2 same as v1. v3 config_type and documentation (KIP-569). v4 flexible.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from refka.protocol import ErrorCode
+from refka.protocol.messages.describe_configs import DescribeConfigs
+
+from ..config import DEFAULTS
+from ..registry import handles
+from ..topic_config import TOPIC_CONFIGS, broker_default
+
+Resp = DescribeConfigs.Response
+RResult = Resp.DescribeConfigsResult
+REntry = RResult.DescribeConfigsResourceResult
+RSynonym = REntry.DescribeConfigsSynonym
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+# ConfigSource
+DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+CONFIG_TYPES = {"UNKNOWN": 0, "BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6,
+                "LIST": 7, "CLASS": 8, "PASSWORD": 9}
+_BROKER_TYPES = {int: "LONG", bool: "BOOLEAN", str: "STRING", float: "DOUBLE"}
+
+
+@dataclass
+class Entry:
+    name: str
+    value: str | None
+    source: int
+    read_only: bool
+    type: str
+    doc: str
+    synonyms: list[tuple[str, str | None, int]]
+
+
+def topic_config_entries(broker, overrides: dict[str, str]) -> list[Entry]:
+    """The effective configs of a topic with these overrides."""
+    defaults = broker.config.topic_defaults()
+    out = []
+    for name, d in sorted(TOPIC_CONFIGS.items()):
+        synonyms: list[tuple[str, str | None, int]] = []
+        if name in overrides:
+            synonyms.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
+        if d.broker_synonym and d.broker_synonym in broker.config.raw:
+            synonyms.append((d.broker_synonym, broker.config.raw[d.broker_synonym], STATIC_BROKER_CONFIG))
+        default = broker_default(name, defaults)
+        synonyms.append((d.broker_synonym or name, default, DEFAULT_CONFIG))
+        _n, value, source = synonyms[0]
+        out.append(Entry(name, value, source, False, d.type, d.doc, synonyms))
+    return out
+
+
+def broker_config_entries(broker) -> list[Entry]:
+    out = []
+    for name, (kind, default) in sorted(DEFAULTS.items()):
+        explicit = name in broker.config.raw
+        value = broker.config[name]
+        sval = str(value).lower() if isinstance(value, bool) else str(value)
+        dval = str(default).lower() if isinstance(default, bool) else str(default)
+        synonyms = []
+        if explicit:
+            synonyms.append((name, sval, STATIC_BROKER_CONFIG))
+        synonyms.append((name, dval, DEFAULT_CONFIG))
+        out.append(Entry(name, sval, STATIC_BROKER_CONFIG if explicit else DEFAULT_CONFIG, True,
+                         _BROKER_TYPES.get(kind, "STRING"), "", synonyms))
+    return out
+
+
+def _to_result(entries: list[Entry], keys, req, v: int) -> list:
+    wanted = set(keys) if keys is not None else None
+    out = []
+    for e in entries:
+        if wanted is not None and e.name not in wanted:
+            continue
+        out.append(REntry(
+            name=e.name, value=e.value, read_only=e.read_only, config_source=e.source, is_sensitive=False,
+            synonyms=[RSynonym(name=n, value=val, source=s) for n, val, s in e.synonyms] if req.include_synonyms else [],
+            config_type=CONFIG_TYPES.get(e.type, 0),
+            documentation=e.doc if req.include_documentation else None,
+        ))
+    return out
+
+
+@handles(DescribeConfigs.key, 1, 4)
+async def handle_describe_configs(ctx, req):
+    broker = ctx.broker
+    v = ctx.api_version
+    results = []
+    for res in req.resources:
+        r = RResult(error_code=ErrorCode.NONE, error_message=None, resource_type=res.resource_type,
+                    resource_name=res.resource_name, configs=[])
+        results.append(r)
+        if res.resource_type == TOPIC:
+            if broker.metadata.topic(res.resource_name) is None:
+                r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                r.error_message = f"Topic {res.resource_name} does not exist."
+                continue
+            overrides = await broker.controller_side.topic_configs(res.resource_name)
+            r.configs = _to_result(topic_config_entries(broker, overrides), res.configuration_keys, req, v)
+        elif res.resource_type == BROKER:
+            if res.resource_name not in ("", str(broker.node_id)):
+                r.error_code = ErrorCode.INVALID_REQUEST
+                r.error_message = f"Broker {res.resource_name} must be asked for its own configs."
+                continue
+            r.configs = _to_result(broker_config_entries(broker), res.configuration_keys, req, v)
+        else:
+            r.error_code = ErrorCode.INVALID_REQUEST
+            r.error_message = f"Resource type {res.resource_type} is not served."
+    return Resp(results=results)

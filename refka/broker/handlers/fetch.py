@@ -1,0 +1,273 @@
+"""Fetch (key 1), v4-v16 (consumers; follower fetches come with replication).
+
+Behavior:
+- Reads whole record batches below the high watermark as zero-copy slices of
+  the segment files; per partition at most partition_max_bytes, in all at most
+  max_bytes, but the first batch found is returned whole even if larger (so a
+  consumer can always progress).
+- Long poll: with fewer than min_bytes available, waits up to max_wait_ms for
+  an append to any of the requested partitions (woken by the append, no
+  polling), then answers with what is there.
+- Incremental fetch sessions (KIP-227, v7+): see fetch_session.py. Session
+  errors (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH) are the
+  top-level error_code.
+- Per partition: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID for v13+ IDs),
+  NOT_LEADER_OR_FOLLOWER when this broker does not lead it, KIP-320 epoch
+  checks (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, v9+),
+  OFFSET_OUT_OF_RANGE outside [log start, log end]; v12+ last_fetched_epoch
+  is checked against the leader-epoch cache and a divergence is answered
+  with diverging_epoch (KIP-595) instead of records.
+- v16: NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH carry current_leader
+  and the leader's node endpoint (KIP-951) unless
+  leader.discovery.hints.enable=false.
+- refka KIP-253: a topic whose undeleted_partition_count (tagged, v12+)
+  differs from the broker's gets INVALID_PARTITION_METADATA.
+- isolation_level read_committed reads up to the high watermark like
+  read_uncommitted: no transactions are served, so nothing is ever open.
+
+Version notes:
+- v4 isolation_level, last_stable_offset, aborted transactions. v5 log_start_offset.
+- v7 fetch sessions (KIP-227). v9 current_leader_epoch (KIP-320). v11 rack_id (KIP-392).
+- v12 flexible; last_fetched_epoch, diverging_epoch (KIP-595). v13 topic IDs (KIP-516).
+- v15 replica_state (KIP-903). v16 node_endpoints (KIP-951).
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from refka.protocol import ErrorCode
+from refka.protocol.messages.fetch import Fetch
+
+from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, SessionPartition
+from ..leader_hints import current_leader, hints_enabled, node_endpoints
+from ..registry import handles
+
+Resp = Fetch.Response
+RTopic = Resp.FetchableTopicResponse
+RPart = RTopic.PartitionData
+RLeader = RPart.LeaderIdAndEpoch
+RDiverging = RPart.EpochEndOffset
+REndpoint = Resp.NodeEndpoint
+
+NONE = ErrorCode.NONE
+EMPTY = b""
+HINTED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
+
+
+class _Read:
+    """One partition's answer being assembled."""
+
+    __slots__ = ("sp", "error", "records", "size", "hw", "log_start", "diverging", "part")
+
+    def __init__(self, sp: SessionPartition) -> None:
+        self.sp = sp
+        self.error = NONE
+        self.records = EMPTY
+        self.size = 0
+        self.hw = -1
+        self.log_start = -1
+        self.diverging = None
+        self.part = None
+
+
+def _read_partition(broker, sp: SessionPartition, undeleted: int, budget: int, min_one: bool, v: int) -> _Read:
+    r = _Read(sp)
+    if not sp.topic:
+        r.error = ErrorCode.UNKNOWN_TOPIC_ID
+        return r
+    part = broker.replicas.get(sp.topic, sp.partition)
+    r.part = part
+    if part is None or not part.is_leader:
+        tmeta = broker.metadata.topic(sp.topic)
+        if part is None and (tmeta is None or sp.partition not in tmeta.partitions):
+            r.error = ErrorCode.UNKNOWN_TOPIC_ID if v >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        else:
+            r.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
+        return r
+    if undeleted >= 0:
+        tmeta = broker.metadata.topic(sp.topic)
+        if tmeta is not None and tmeta.undeleted_partition_count >= 0 and tmeta.undeleted_partition_count != undeleted:
+            r.error = ErrorCode.INVALID_PARTITION_METADATA
+            return r
+    err = part.check_leader_epoch(sp.current_leader_epoch)
+    r.hw = part.high_watermark
+    r.log_start = part.log_start_offset
+    if err != NONE:
+        r.error = err
+        return r
+    offset = sp.fetch_offset
+    if offset < r.log_start or offset > part.log_end_offset:
+        r.error = ErrorCode.OFFSET_OUT_OF_RANGE
+        return r
+    if sp.last_fetched_epoch >= 0:
+        epoch, end = part.log.end_offset_for_epoch(sp.last_fetched_epoch)
+        if epoch != sp.last_fetched_epoch or end < offset:
+            r.diverging = RDiverging(epoch=epoch, end_offset=end)
+            return r
+    if offset >= r.hw or budget <= 0 and not min_one:
+        return r
+    res = part.read(offset, min(sp.partition_max_bytes, budget), min_one)
+    if res.size:
+        r.records = res.records
+        r.size = res.size
+    return r
+
+
+def _read_all(broker, plan, max_bytes: int, v: int) -> tuple[list[_Read], int]:
+    budget = max_bytes
+    total = 0
+    reads = []
+    for sp, undeleted in plan:
+        r = _read_partition(broker, sp, undeleted, budget, total == 0, v)
+        reads.append(r)
+        total += r.size
+        budget -= r.size
+    return reads, total
+
+
+def _resolve_topics(broker, req, v):
+    """The request's partitions as (key, SessionPartition, undeleted count)."""
+    out = []
+    cache = broker.metadata
+    for t in req.topics:
+        if v >= 13:
+            meta = cache.topic_by_id(t.topic_id)
+            name = meta.name if meta is not None else ""
+            key: bytes | str = t.topic_id
+            tid = t.topic_id
+        else:
+            name = t.topic
+            key = name
+            meta = cache.topic(name)
+            tid = meta.topic_id if meta is not None else b"\x00" * 16
+        for p in t.partitions:
+            sp = SessionPartition(
+                topic=name,
+                topic_id=tid,
+                partition=p.partition,
+                fetch_offset=p.fetch_offset,
+                partition_max_bytes=p.partition_max_bytes,
+                current_leader_epoch=p.current_leader_epoch,
+                last_fetched_epoch=p.last_fetched_epoch,
+            )
+            out.append(((key, p.partition), sp, t.undeleted_partition_count))
+    return out
+
+
+@handles(Fetch.key, 4, 16)
+def handle_fetch(ctx, req):
+    broker = ctx.broker
+    v = ctx.api_version
+    sessions = broker.fetch_sessions
+    session = None
+    requested = _resolve_topics(broker, req, v)
+    session_id, epoch = (req.session_id, req.session_epoch) if v >= 7 else (0, FINAL_EPOCH)
+
+    if session_id == 0 and epoch == INITIAL_EPOCH:
+        session = sessions.create(v >= 13)
+    elif session_id != 0 and epoch in (INITIAL_EPOCH, FINAL_EPOCH):
+        sessions.remove(session_id)
+        if epoch == INITIAL_EPOCH:
+            session = sessions.create(v >= 13)
+    elif session_id != 0:
+        session = sessions.get(session_id)
+        if session is None:
+            return Resp(error_code=ErrorCode.FETCH_SESSION_ID_NOT_FOUND, session_id=0, responses=[])
+        if session.epoch != epoch:
+            return Resp(error_code=ErrorCode.INVALID_FETCH_SESSION_EPOCH, session_id=0, responses=[])
+    incremental = session is not None and epoch > 0
+
+    if session is not None:
+        if not incremental:
+            session.partitions.clear()
+        for key, sp, _u in requested:
+            old = session.partitions.get(key)
+            if old is not None:
+                sp.sent_high_watermark = old.sent_high_watermark
+                sp.sent_log_start_offset = old.sent_log_start_offset
+            session.partitions[key] = sp
+        for ft in req.forgotten_topics_data if v >= 7 else ():
+            tkey = ft.topic_id if v >= 13 else ft.topic
+            for p in ft.partitions:
+                session.partitions.pop((tkey, p), None)
+        session.epoch = epoch + 1 if incremental else 1
+        undeleted = {key: u for key, _sp, u in requested}
+        plan = [(sp, undeleted.get(key, -1)) for key, sp in session.partitions.items()]
+    else:
+        plan = [(sp, u) for _key, sp, u in requested]
+
+    max_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
+    reads, total = _read_all(broker, plan, max_bytes, v)
+    if req.max_wait_ms > 0 and total < max(req.min_bytes, 1) and not any(r.error for r in reads):
+        return _long_poll(ctx, req, session, incremental, plan, max_bytes)
+    return _respond(ctx, session, incremental, reads)
+
+
+async def _long_poll(ctx, req, session, incremental, plan, max_bytes):
+    broker = ctx.broker
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + req.max_wait_ms / 1000
+    while True:
+        waiters = []
+        for sp, _u in plan:
+            part = broker.replicas.get(sp.topic, sp.partition) if sp.topic else None
+            if part is not None:
+                waiters.append(part.wait_for_data())
+        remaining = deadline - loop.time()
+        if not waiters or remaining <= 0:
+            for w in waiters:
+                w.cancel()
+            break
+        done, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+        for w in pending:
+            w.cancel()
+        reads, total = _read_all(broker, plan, max_bytes, ctx.api_version)
+        if total >= max(req.min_bytes, 1) or any(r.error for r in reads) or loop.time() >= deadline:
+            return _respond(ctx, session, incremental, reads)
+    reads, _total = _read_all(broker, plan, max_bytes, ctx.api_version)
+    return _respond(ctx, session, incremental, reads)
+
+
+def _respond(ctx, session, incremental: bool, reads: list[_Read]):
+    broker = ctx.broker
+    v = ctx.api_version
+    want_hints = v >= 16 and hints_enabled(broker)
+    hinted: set[int] = set()
+    topics: list = []
+    by_topic: dict = {}
+    for r in reads:
+        sp = r.sp
+        if incremental and not (
+            r.size or r.error or r.diverging is not None
+            or r.hw != sp.sent_high_watermark or r.log_start != sp.sent_log_start_offset
+        ):
+            continue
+        sp.sent_high_watermark = r.hw
+        sp.sent_log_start_offset = r.log_start
+        p = RPart(
+            partition_index=sp.partition,
+            error_code=r.error,
+            high_watermark=r.hw,
+            last_stable_offset=r.hw,
+            log_start_offset=r.log_start,
+            aborted_transactions=None if r.error else [],
+            preferred_read_replica=-1,
+            records=r.records,
+            diverging_epoch=r.diverging,
+        )
+        if r.error in HINTED and want_hints:
+            hint = current_leader(broker, sp.topic, sp.partition)
+            if hint is not None and hint[0] != broker.node_id:
+                p.current_leader = RLeader(leader_id=hint[0], leader_epoch=hint[1])
+                hinted.add(hint[0])
+        key = sp.topic_id if v >= 13 else sp.topic
+        t = by_topic.get(key)
+        if t is None:
+            t = by_topic[key] = RTopic(topic=sp.topic, topic_id=sp.topic_id, partitions=[])
+            topics.append(t)
+        t.partitions.append(p)
+    resp = Resp(error_code=NONE, session_id=session.session_id if session is not None else 0, responses=topics)
+    if hinted:
+        resp.node_endpoints = node_endpoints(broker, hinted, ctx.conn.listener, REndpoint)
+    return resp

@@ -1,0 +1,81 @@
+"""LeaderAndIsr (key 4), v0-v7: the controller tells a replica its role.
+
+Behavior:
+- Only from the controller: a controller_epoch older than the newest this
+  broker has seen is STALE_CONTROLLER_EPOCH for the whole request.
+- Per partition: a leader_epoch older than the one this broker has is
+  STALE_CONTROLLER_EPOCH for that partition (the request is late); otherwise
+  the partition is created if needed (its log opened with the topic's configs
+  from /config/topics/<t>) and becomes leader or follower at that epoch. A
+  topic ID different from the local one means the topic was re-created: the
+  old log is deleted first.
+- refka KIP-253: the topic's partition counts (tagged) are kept with the
+  partition for INVALID_PARTITION_METADATA checks.
+
+Version notes:
+- v1 is_new. v2 topic states grouped by topic, broker_epoch. v3 adding/removing
+  replicas (KIP-455). v4 flexible. v5 topic IDs and type (KIP-516). v6
+  leader_recovery_state (KIP-704). v7 is_kraft_controller (KIP-866, always false here).
+"""
+
+from __future__ import annotations
+
+from refka.protocol import ErrorCode
+from refka.protocol.messages.leader_and_isr import LeaderAndIsr
+
+from ..metadata_cache import ZERO_UUID
+from ..registry import handles
+from ..replica_manager import PartitionState
+
+Resp = LeaderAndIsr.Response
+RPartErr = Resp.LeaderAndIsrPartitionError
+RTopicErr = Resp.LeaderAndIsrTopicError
+
+
+def _states(req, v):
+    """(topic, topic_id, partition state, partition counts) for both request layouts."""
+    if v >= 2:
+        for t in req.topic_states:
+            for ps in t.partition_states:
+                yield t.topic_name, t.topic_id if v >= 5 else ZERO_UUID, ps, t.partition_counts
+    else:
+        for ps in req.ungrouped_partition_states:
+            yield ps.topic_name, ZERO_UUID, ps, None
+
+
+@handles(LeaderAndIsr.key, 0, 7, inter_broker=True)
+async def handle_leader_and_isr(ctx, req):
+    broker = ctx.broker
+    v = ctx.api_version
+    if req.controller_epoch < broker.controller_epoch:
+        return Resp(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
+    broker.controller_epoch = req.controller_epoch
+    errors = []
+    side = broker.controller_side
+    for topic, topic_id, ps, counts in _states(req, v):
+        err = ErrorCode.NONE
+        existing = broker.replicas.get(topic, ps.partition_index)
+        if existing is not None and existing.topic_id == topic_id and ps.leader_epoch < existing.leader_epoch:
+            err = ErrorCode.STALE_CONTROLLER_EPOCH
+        else:
+            if existing is None and side is not None and topic not in broker.topic_configs:
+                broker.topic_configs[topic] = await side.topic_configs(topic)
+            state = PartitionState(
+                leader=ps.leader, leader_epoch=ps.leader_epoch, isr=list(ps.isr), replicas=list(ps.replicas),
+                partition_epoch=ps.partition_epoch, controller_epoch=ps.controller_epoch,
+            )
+            try:
+                p = broker.replicas.become_leader_or_follower(topic, ps.partition_index, topic_id, state)
+                if counts is not None:
+                    p.undeleted_partition_count = counts.undeleted_partition_count
+            except OSError:
+                err = ErrorCode.KAFKA_STORAGE_ERROR
+        errors.append((topic, topic_id, ps.partition_index, err))
+    if v >= 5:
+        by_topic: dict = {}
+        for topic, topic_id, index, err in errors:
+            by_topic.setdefault(topic_id, []).append(RPartErr(partition_index=index, error_code=err))
+        return Resp(error_code=ErrorCode.NONE,
+                    topics=[RTopicErr(topic_id=tid, partition_errors=pe) for tid, pe in by_topic.items()])
+    return Resp(error_code=ErrorCode.NONE,
+                partition_errors=[RPartErr(topic_name=t, partition_index=i, error_code=e) for t, _tid, i, e in errors])

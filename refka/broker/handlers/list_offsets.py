@@ -1,0 +1,74 @@
+"""ListOffsets (key 2), v1-v8.
+
+Behavior:
+- timestamp -1 (latest): the high watermark; -2 (earliest) and -4 (earliest
+  local, v8): the log start offset; -3 (max timestamp, v7): the offset and
+  timestamp of the record with the largest timestamp; any other timestamp:
+  the first offset whose record timestamp is at or after it (found through
+  the time index, then the batch's records), -1 if none below the high
+  watermark.
+- Each answer carries the leader epoch of the offset returned (v4+, KIP-320).
+- Not the leader: NOT_LEADER_OR_FOLLOWER; unknown: UNKNOWN_TOPIC_OR_PARTITION;
+  current_leader_epoch checked (v4+): FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH.
+- isolation_level read_committed reads the last stable offset, which equals
+  the high watermark: no transactions are served.
+
+Version notes:
+- v1 one offset per partition, no max_num_offsets. v2 isolation_level. v4
+  current_leader_epoch and leader_epoch (KIP-320). v6 flexible. v7
+  MAX_TIMESTAMP (KIP-734). v8 EARLIEST_LOCAL (KIP-405).
+"""
+
+from __future__ import annotations
+
+from refka.protocol import ErrorCode
+from refka.protocol.messages.list_offsets import ListOffsets
+
+from ..registry import handles
+
+Resp = ListOffsets.Response
+RTopic = Resp.ListOffsetsTopicResponse
+RPart = RTopic.ListOffsetsPartitionResponse
+
+LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
+
+
+def _answer(broker, topic: str, p, v: int) -> RPart:
+    out = RPart(partition_index=p.partition_index, error_code=ErrorCode.NONE, timestamp=-1, offset=-1, leader_epoch=-1)
+    part = broker.replicas.get(topic, p.partition_index)
+    if part is None or not part.is_leader:
+        known = broker.metadata.partition(topic, p.partition_index) is not None
+        out.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known or part else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return out
+    err = part.check_leader_epoch(p.current_leader_epoch)
+    if err != ErrorCode.NONE:
+        out.error_code = err
+        return out
+    plog = part.log
+    ts = p.timestamp
+    if ts == LATEST:
+        out.offset = part.high_watermark
+        out.leader_epoch = plog.epoch_for_offset(max(out.offset - 1, 0)) if out.offset > 0 else plog.latest_epoch()
+    elif ts in (EARLIEST, EARLIEST_LOCAL):
+        out.offset = part.log_start_offset
+        out.leader_epoch = plog.epoch_for_offset(out.offset)
+    elif ts == MAX_TIMESTAMP:
+        found = plog.max_timestamp_offset()
+        if found is not None and found[0] < part.high_watermark:
+            out.offset, out.timestamp, out.leader_epoch = found
+    elif ts < 0:
+        out.error_code = ErrorCode.INVALID_REQUEST
+    else:
+        found = plog.offset_for_timestamp(ts)
+        if found is not None and found[0] < part.high_watermark:
+            out.offset, out.timestamp, out.leader_epoch = found
+    return out
+
+
+@handles(ListOffsets.key, 1, 8)
+def handle_list_offsets(ctx, req):
+    broker = ctx.broker
+    topics = []
+    for t in req.topics:
+        topics.append(RTopic(name=t.name, partitions=[_answer(broker, t.name, p, ctx.api_version) for p in t.partitions]))
+    return Resp(topics=topics)

@@ -1,0 +1,141 @@
+"""Metadata (key 3), v0-v12.
+
+Behavior:
+- Brokers: every live broker, with its endpoint on the listener the request
+  arrived on; controller_id and cluster_id from the controller's UpdateMetadata.
+- Topics: null (v1+) or an empty list at v0 asks for all topics; v1+ an empty
+  list asks for none. v10+ may name a topic by ID only (UNKNOWN_TOPIC_ID if
+  unknown). An unknown topic is created when the request allows it (v4+, always
+  before) and auto.create.topics.enable is true: that answer says
+  LEADER_NOT_AVAILABLE and the client asks again, as with Kafka's ZooKeeper
+  brokers. A name Kafka would refuse is INVALID_TOPIC_EXCEPTION.
+- A partition whose leader is not a live broker is LEADER_NOT_AVAILABLE with
+  leader -1.
+- refka's KIP-232/253 tagged fields (v9+) carry the controller epochs,
+  partition_epoch, topic_epoch and the initial/undeleted partition counts;
+  stock clients skip them.
+- KIP-526: each request's named topics are recorded per client (broker.stats).
+
+Version notes:
+- v1 rack, controller, is_internal; null topics. v2 cluster_id. v4 allow auto
+  creation. v5 offline replicas. v7 leader_epoch (KIP-320). v8 authorized
+  operations (KIP-430, answered as unknown). v9 flexible. v10 topic IDs
+  (KIP-516). v12 null topic names (lookups by ID).
+"""
+
+from __future__ import annotations
+
+from refka.controller.admin import InvalidTopicError, validate_topic_name
+from refka.protocol import ErrorCode
+from refka.protocol.messages.metadata import Metadata
+
+from ..metadata_cache import ZERO_UUID, TopicMeta
+from ..registry import handles
+
+Resp = Metadata.Response
+RBroker = Resp.MetadataResponseBroker
+RTopic = Resp.MetadataResponseTopic
+RPartition = RTopic.MetadataResponsePartition
+RCounts = RTopic.PartitionCounts
+REpochs = Resp.ControllerEpochs
+
+NONE = ErrorCode.NONE
+LEADER_NOT_AVAILABLE = ErrorCode.LEADER_NOT_AVAILABLE
+
+
+def _topic_response(t: TopicMeta, live: dict) -> RTopic:
+    parts = []
+    for p in sorted(t.partitions.values(), key=lambda p: p.partition):
+        ok = p.leader in live
+        parts.append(
+            RPartition(
+                error_code=NONE if ok else LEADER_NOT_AVAILABLE,
+                partition_index=p.partition,
+                leader_id=p.leader if ok else -1,
+                leader_epoch=p.leader_epoch,
+                replica_nodes=p.replicas,
+                isr_nodes=p.isr,
+                offline_replicas=p.offline_replicas,
+                partition_epoch=p.partition_epoch,
+            )
+        )
+    return RTopic(
+        error_code=NONE,
+        name=t.name,
+        topic_id=t.topic_id,
+        is_internal=t.is_internal,
+        partitions=parts,
+        topic_epoch=t.topic_epoch,
+        partition_counts=RCounts(
+            initial_partition_count=t.initial_partition_count,
+            undeleted_partition_count=t.undeleted_partition_count,
+        )
+        if t.initial_partition_count >= 0
+        else None,
+    )
+
+
+@handles(Metadata.key, 0, 12)
+def handle_metadata(ctx, req):
+    broker = ctx.broker
+    cache = broker.metadata
+    v = ctx.api_version
+    listener = ctx.conn.listener
+    brokers = []
+    for b in cache.brokers.values():
+        ep = b.endpoint(listener)
+        if ep is not None:
+            brokers.append(RBroker(node_id=b.node_id, host=ep[0], port=ep[1], rack=b.rack))
+    live = cache.brokers
+
+    topics_out = []
+    requested = req.topics
+    if requested is None or (v == 0 and not requested):
+        for t in cache.topics.values():
+            topics_out.append(_topic_response(t, live))
+        broker.stats.metadata_request(ctx.client_id, None)
+    else:
+        allow_create = broker.config["auto.create.topics.enable"] and (v < 4 or req.allow_auto_topic_creation)
+        names = []
+        for rt in requested:
+            name = rt.name
+            if name is None:
+                t = cache.topic_by_id(rt.topic_id)
+                if t is None:
+                    topics_out.append(RTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=rt.topic_id))
+                    continue
+                names.append(t.name)
+                topics_out.append(_topic_response(t, live))
+                continue
+            names.append(name)
+            t = cache.topic(name)
+            if t is not None:
+                topics_out.append(_topic_response(t, live))
+                continue
+            try:
+                validate_topic_name(name)
+            except InvalidTopicError:
+                topics_out.append(RTopic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name, topic_id=ZERO_UUID))
+                continue
+            if allow_create and not name.startswith("__"):
+                broker.spawn(broker.auto_create_topic(name))
+                err = LEADER_NOT_AVAILABLE
+            else:
+                err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            topics_out.append(RTopic(error_code=err, name=name, topic_id=ZERO_UUID))
+        broker.stats.metadata_request(ctx.client_id, names)
+
+    return Resp(
+        brokers=brokers,
+        cluster_id=cache.cluster_id,
+        controller_id=cache.controller_id,
+        topics=topics_out,
+        controller_epochs=REpochs(
+            controller_epoch=cache.controller_epoch,
+            controller_metadata_epoch=cache.controller_metadata_epoch,
+        )
+        if cache.controller_epoch >= 0
+        else None,
+        max_partition_epoch=cache.max_partition_epoch,
+    )
+

@@ -1,0 +1,48 @@
+"""OffsetForLeaderEpoch (key 23), v0-v4.
+
+Behavior:
+- For each partition and leader epoch: the largest epoch <= the requested one
+  in the leader-epoch cache and the offset where it ended (the log end offset
+  for the current epoch); UNDEFINED (-1, -1) when the log has no such epoch.
+  Consumers use it to detect log truncation after a leader change (KIP-320),
+  followers to find where to truncate their divergent tail.
+- Not the leader: NOT_LEADER_OR_FOLLOWER; unknown: UNKNOWN_TOPIC_OR_PARTITION;
+  current_leader_epoch checked (v2+): FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH.
+
+Version notes:
+- v1 leader_epoch in the answer. v2 current_leader_epoch (KIP-320). v3
+  replica_id (consumers send -1). v4 flexible.
+"""
+
+from __future__ import annotations
+
+from refka.protocol import ErrorCode
+from refka.protocol.messages.offsets_for_leader_epoch import OffsetForLeaderEpoch
+
+from ..registry import handles
+
+Resp = OffsetForLeaderEpoch.Response
+RTopic = Resp.OffsetForLeaderTopicResult
+RPart = RTopic.EpochEndOffset
+
+
+def _answer(broker, topic: str, p) -> RPart:
+    out = RPart(error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=-1, end_offset=-1)
+    part = broker.replicas.get(topic, p.partition)
+    if part is None or not part.is_leader:
+        known = broker.metadata.partition(topic, p.partition) is not None
+        out.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known or part else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        return out
+    err = part.check_leader_epoch(p.current_leader_epoch)
+    if err != ErrorCode.NONE:
+        out.error_code = err
+        return out
+    out.leader_epoch, out.end_offset = part.log.end_offset_for_epoch(p.leader_epoch)
+    return out
+
+
+@handles(OffsetForLeaderEpoch.key, 0, 4)
+def handle_offsets_for_leader_epoch(ctx, req):
+    broker = ctx.broker
+    return Resp(topics=[RTopic(topic=t.topic, partitions=[_answer(broker, t.topic, p) for p in t.partitions])
+                        for t in req.topics])

@@ -1,0 +1,173 @@
+"""Produce (key 0), v3-v11.
+
+Behavior:
+- acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS on every partition);
+  acks=0 gets no response at all.
+- Each partition's records must be RecordBatch v2: a bad CRC or a truncated
+  batch is CORRUPT_MESSAGE, magic < 2 is INVALID_RECORD (v3+ requires v2), a
+  batch above the topic's max.message.bytes is MESSAGE_TOO_LARGE. The batch
+  header is read and the CRC checked; records are not decoded.
+- Offsets and the partition leader epoch are patched into the batch in place,
+  then the batch is written as received (no recompression).
+- A partition this broker does not lead is NOT_LEADER_OR_FOLLOWER; an
+  unknown one UNKNOWN_TOPIC_OR_PARTITION. With v10+ those answers carry the
+  current leader and its endpoint (KIP-951) unless
+  leader.discovery.hints.enable=false.
+- refka KIP-253: a topic whose undeleted_partition_count (tagged, v9+)
+  differs from the broker's gets INVALID_PARTITION_METADATA.
+- acks=-1 answers once the ISR has the records (the high watermark passed
+  them); on one replica that is at once.
+- Transactions are not served: a transactional_id is refused with
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED (see the gaps list in the README).
+
+Version notes:
+- v3 transactional_id, magic 2 only. v5 log_start_offset. v7 zstd (KIP-110).
+- v8 record_errors, error_message (KIP-467). v9 flexible.
+- v10 current_leader + node_endpoints tagged (KIP-951). v11 same wire format.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from refka.protocol import ErrorCode
+from refka.protocol.messages.produce import Produce
+from refka.protocol.records import CorruptRecordError, InvalidRecordError, parse_batches
+
+from ..log import RecordTooLargeError
+from ..leader_hints import current_leader, hints_enabled, node_endpoints
+from ..registry import handles
+
+Resp = Produce.Response
+RTopic = Resp.TopicProduceResponse
+RPart = RTopic.PartitionProduceResponse
+RLeader = RPart.LeaderIdAndEpoch
+REndpoint = Resp.NodeEndpoint
+
+NONE = ErrorCode.NONE
+HINTED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
+
+
+def _error(index: int, code: ErrorCode, message: str | None = None) -> RPart:
+    return RPart(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
+                 log_start_offset=-1, error_message=message)
+
+
+@handles(Produce.key, 3, 11)
+def handle_produce(ctx, req):
+    broker = ctx.broker
+    acks = req.acks
+    out = []
+    waits = []
+    hinted_leaders: set[int] = set()
+    want_hints = ctx.api_version >= 10 and hints_enabled(broker)
+    if req.transactional_id is not None:
+        for t in req.topic_data:
+            out.append(RTopic(name=t.name, partition_responses=[
+                _error(p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not served")
+                for p in t.partition_data]))
+        return Resp(responses=out)
+    if acks not in (0, 1, -1):
+        for t in req.topic_data:
+            out.append(RTopic(name=t.name, partition_responses=[
+                _error(p.index, ErrorCode.INVALID_REQUIRED_ACKS) for p in t.partition_data]))
+        return None if acks == 0 else Resp(responses=out)
+
+    replicas = broker.replicas
+    cache = broker.metadata
+    for t in req.topic_data:
+        name = t.name
+        parts_out = []
+        tmeta = cache.topic(name)
+        stale_count = (
+            t.undeleted_partition_count >= 0
+            and tmeta is not None
+            and tmeta.undeleted_partition_count >= 0
+            and t.undeleted_partition_count != tmeta.undeleted_partition_count
+        )
+        for pd in t.partition_data:
+            idx = pd.index
+            if stale_count:
+                parts_out.append(_error(idx, ErrorCode.INVALID_PARTITION_METADATA))
+                continue
+            part = replicas.get(name, idx)
+            if part is None or not part.is_leader:
+                if part is None and (tmeta is None or idx not in tmeta.partitions):
+                    parts_out.append(_error(idx, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION))
+                    continue
+                r = _error(idx, ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                if want_hints:
+                    hint = current_leader(broker, name, idx)
+                    if hint is not None and hint[0] != broker.node_id:
+                        r.current_leader = RLeader(leader_id=hint[0], leader_epoch=hint[1])
+                        hinted_leaders.add(hint[0])
+                parts_out.append(r)
+                continue
+            records = pd.records
+            if records is None or len(records) == 0:
+                parts_out.append(_error(idx, ErrorCode.CORRUPT_MESSAGE, "no record batches"))
+                continue
+            cfg = part.log.config
+            try:
+                batches = parse_batches(records)
+            except CorruptRecordError as e:
+                parts_out.append(_error(idx, ErrorCode.CORRUPT_MESSAGE, str(e)))
+                continue
+            except InvalidRecordError as e:
+                parts_out.append(_error(idx, ErrorCode.INVALID_RECORD, str(e)))
+                continue
+            too_large = next((b for b in batches if b.length > cfg.max_message_bytes), None)
+            if too_large is not None:
+                parts_out.append(_error(idx, ErrorCode.MESSAGE_TOO_LARGE,
+                                        f"batch of {too_large.length} bytes exceeds max.message.bytes "
+                                        f"{cfg.max_message_bytes}"))
+                continue
+            try:
+                info = part.append(records, batches, cfg.log_append_time)
+            except RecordTooLargeError as e:
+                parts_out.append(_error(idx, ErrorCode.MESSAGE_TOO_LARGE, str(e)))
+                continue
+            except OSError as e:
+                parts_out.append(_error(idx, ErrorCode.KAFKA_STORAGE_ERROR, str(e)))
+                continue
+            r = RPart(
+                index=idx,
+                error_code=NONE,
+                base_offset=info.base_offset,
+                log_append_time_ms=info.log_append_time if cfg.log_append_time else -1,
+                log_start_offset=part.log_start_offset,
+            )
+            parts_out.append(r)
+            if acks == -1 and part.high_watermark <= info.last_offset:
+                waits.append((part, info.last_offset + 1, r))
+        out.append(RTopic(name=name, partition_responses=parts_out))
+
+    if acks == 0:
+        return None
+    resp = Resp(responses=out)
+    if hinted_leaders:
+        resp.node_endpoints = node_endpoints(broker, hinted_leaders, ctx.conn.listener, REndpoint)
+    if waits:
+        # The connection awaits a coroutine a handler returns (and keeps order).
+        return _await_isr(waits, req.timeout_ms, resp)
+    return resp
+
+
+async def _await_isr(waits, timeout_ms: int, resp):
+    """acks=-1: wait until each partition's high watermark passes its records."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + max(timeout_ms, 0) / 1000
+    for part, needed, r in waits:
+        while part.high_watermark < needed:
+            if not part.is_leader:
+                r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+                break
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                r.error_code = ErrorCode.REQUEST_TIMED_OUT
+                break
+            try:
+                await asyncio.wait_for(part.wait_for_data(), remaining)
+            except asyncio.TimeoutError:
+                pass
+    return resp

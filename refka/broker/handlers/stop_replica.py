@@ -1,0 +1,57 @@
+"""StopReplica (key 5), v0-v4: the controller takes a partition away from this broker.
+
+Behavior:
+- Only from the controller (STALE_CONTROLLER_EPOCH for an older epoch).
+- Each partition stops being served here; with delete_partition its log
+  directory is removed (topic deletion, reassignment away). A leader_epoch
+  (v3+) older than the local one is FENCED_LEADER_EPOCH for that partition; -2
+  (deletion) always applies.
+
+Version notes:
+- v1 topics grouped, broker_epoch. v2 flexible. v3 per-partition leader epoch
+  and delete flag (KIP-570). v4 is_kraft_controller.
+"""
+
+from __future__ import annotations
+
+from refka.protocol import ErrorCode
+from refka.protocol.messages.stop_replica import StopReplica
+
+from ..registry import handles
+
+Resp = StopReplica.Response
+RErr = Resp.StopReplicaPartitionError
+EPOCH_DURING_DELETE = -2
+
+
+def _partitions(req, v):
+    if v >= 3:
+        for t in req.topic_states:
+            for ps in t.partition_states:
+                yield t.topic_name, ps.partition_index, ps.leader_epoch, ps.delete_partition
+    elif v >= 1:
+        for t in req.topics:
+            for p in t.partition_indexes:
+                yield t.name, p, -1, req.delete_partitions
+    else:
+        for p in req.ungrouped_partitions:
+            yield p.topic_name, p.partition_index, -1, req.delete_partitions
+
+
+@handles(StopReplica.key, 0, 4, inter_broker=True)
+def handle_stop_replica(ctx, req):
+    broker = ctx.broker
+    if req.controller_epoch < broker.controller_epoch:
+        return Resp(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
+    broker.controller_epoch = req.controller_epoch
+    errors = []
+    for topic, index, epoch, delete in _partitions(req, ctx.api_version):
+        p = broker.replicas.get(topic, index)
+        if p is not None and epoch not in (-1, EPOCH_DURING_DELETE) and epoch < p.leader_epoch:
+            errors.append(RErr(topic_name=topic, partition_index=index, error_code=ErrorCode.FENCED_LEADER_EPOCH))
+            continue
+        broker.replicas.stop_replica(topic, index, delete)
+        if delete:
+            broker.topic_configs.pop(topic, None)
+        errors.append(RErr(topic_name=topic, partition_index=index, error_code=ErrorCode.NONE))
+    return Resp(error_code=ErrorCode.NONE, partition_errors=errors)

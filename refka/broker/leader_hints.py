@@ -1,0 +1,45 @@
+"""KIP-951 leader hints for Produce (v10+) and Fetch (v16+) error answers.
+
+A NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH answer names the partition's
+current leader (id and epoch) and, once per response, that leader's endpoint
+(host, port, rack) on the listener the request came in on. The leader comes
+from the partition state when this broker is a replica (it learnt it from
+LeaderAndIsr, possibly newer than its metadata cache) and from the metadata
+cache otherwise. ``leader.discovery.hints.enable=false`` turns the hints off
+so their effect can be measured.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+
+def current_leader(broker: Broker, topic: str, partition: int) -> tuple[int, int] | None:
+    """(leader id, leader epoch) as this broker knows them, or None."""
+    p = broker.replicas.get(topic, partition)
+    if p is not None and p.state.leader >= 0:
+        return p.state.leader, p.state.leader_epoch
+    m = broker.metadata.partition(topic, partition)
+    if m is not None and m.leader >= 0:
+        return m.leader, m.leader_epoch
+    return None
+
+
+def hints_enabled(broker: Broker) -> bool:
+    return bool(broker.config["leader.discovery.hints.enable"])
+
+
+def node_endpoints(broker: Broker, leader_ids: set[int], listener: str, cls: type) -> list:
+    """One ``cls(node_id, host, port, rack)`` per known leader, sorted by id."""
+    out = []
+    for node_id in sorted(leader_ids):
+        b = broker.metadata.brokers.get(node_id)
+        if b is None:
+            continue
+        ep = b.endpoint(listener)
+        if ep is not None:
+            out.append(cls(node_id=node_id, host=ep[0], port=ep[1], rack=b.rack))
+    return out

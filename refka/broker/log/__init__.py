@@ -1,0 +1,40 @@
+"""Durable partition logs in Kafka's on-disk layout (or in memory).
+
+- :mod:`.config`: ``LogConfig`` (Kafka topic-config names).
+- :mod:`.log`: ``PartitionLog`` (append, read, truncation, retention, epochs).
+- :mod:`.segment`: one segment and its lookups; :mod:`.index`: the sparse indexes;
+  :mod:`.store`: mmapped file or bytearray behind a segment.
+- :mod:`.epoch_cache`: the leader-epoch cache; :mod:`.checkpoint`: its file format.
+- :mod:`.manager`: ``LogManager`` (all partitions of a broker, retention pass).
+"""
+
+from .config import InvalidConfigError, LogConfig
+from .epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
+from .errors import (
+    LogClosedError,
+    LogError,
+    OffsetOutOfRangeError,
+    RecordTooLargeError,
+    UnexpectedAppendOffsetError,
+)
+from .log import AppendInfo, PartitionLog, ReadResult
+from .manager import LogManager, RetentionResult, parse_partition_dir
+
+__all__ = [
+    "AppendInfo",
+    "InvalidConfigError",
+    "LeaderEpochCache",
+    "LogClosedError",
+    "LogConfig",
+    "LogError",
+    "LogManager",
+    "OffsetOutOfRangeError",
+    "PartitionLog",
+    "ReadResult",
+    "RecordTooLargeError",
+    "RetentionResult",
+    "UNDEFINED_EPOCH",
+    "UNDEFINED_EPOCH_OFFSET",
+    "UnexpectedAppendOffsetError",
+    "parse_partition_dir",
+]

@@ -1,0 +1,291 @@
+"""Sparse segment indexes in Kafka's file formats.
+
+- ``.index``: entries (relative offset int32, position int32), big-endian. An entry
+  (o, p) says the batch starting at byte p ends at offset base + o (Kafka writes the
+  batch's last offset). Lookup of offset t: the last entry with offset <= t gives a
+  position at or before the batch holding t.
+- ``.timeindex``: entries (timestamp int64, relative offset int32). An entry (T, o) is
+  the largest timestamp seen so far in the segment and the batch offset holding it,
+  written at the same points as ``.index`` entries when T grew. Every record at or
+  before o has a timestamp <= T.
+
+Entries live in ``array`` objects (bisect on them) and are appended to the file with
+``os.write``; the files hold exactly the entries (Kafka preallocates and trims; we
+never need to). A file is read only when its segment is opened.
+"""
+
+from __future__ import annotations
+
+import bisect
+import operator
+import os
+import struct
+from array import array
+from itertools import islice
+from pathlib import Path
+
+_OFFSET_ENTRY = struct.Struct(">ii")
+_TIME_ENTRY = struct.Struct(">qi")
+
+
+def _increasing(a: array) -> bool:  # type: ignore[type-arg]
+    return all(map(operator.lt, a, islice(a, 1, None)))
+
+
+def _non_decreasing(a: array) -> bool:  # type: ignore[type-arg]
+    return all(map(operator.le, a, islice(a, 1, None)))
+
+
+class _IndexFile:
+    """Append-only file of fixed-size entries (absent in memory mode)."""
+
+    __slots__ = ("path", "_fd")
+
+    def __init__(self, path: Path | None) -> None:
+        self.path = path
+        self._fd = -1
+
+    def _open(self) -> int:
+        if self._fd < 0 and self.path is not None:
+            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        return self._fd
+
+    def read(self) -> bytes | None:
+        if self.path is None:
+            return None
+        try:
+            return self.path.read_bytes()
+        except FileNotFoundError:
+            return None
+
+    def append(self, data: bytes) -> None:
+        fd = self._open()
+        if fd >= 0:
+            os.write(fd, data)
+
+    def rewrite(self, data: bytes) -> None:
+        fd = self._open()
+        if fd >= 0:
+            os.ftruncate(fd, 0)
+            if data:
+                os.write(fd, data)
+
+    def truncate(self, size: int) -> None:
+        fd = self._open()
+        if fd >= 0:
+            os.ftruncate(fd, size)
+
+    def dup_fd(self) -> int:
+        fd = self._open()
+        return os.dup(fd) if fd >= 0 else -1
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def rename(self, path: Path) -> None:
+        if self.path is not None:
+            try:
+                os.rename(self.path, path)
+            except FileNotFoundError:
+                pass
+            self.path = path
+
+    def delete(self) -> None:
+        self.close()
+        if self.path is not None:
+            try:
+                os.unlink(self.path)
+            except FileNotFoundError:
+                pass
+
+
+class OffsetIndex:
+    """Relative offset -> position, sparse (one entry per index.interval.bytes)."""
+
+    def __init__(self, path: Path | None, base_offset: int, max_entries: int) -> None:
+        self.base_offset = base_offset
+        self.max_entries = max_entries
+        self._file = _IndexFile(path)
+        self._offsets = array("i")
+        self._positions = array("i")
+
+    @property
+    def path(self) -> Path | None:
+        return self._file.path
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self._offsets) >= self.max_entries
+
+    def load(self, segment_size: int) -> bool:
+        """Read the file; False (and empty) if missing or not sane for this segment."""
+        raw = self._file.read()
+        self._offsets = array("i")
+        self._positions = array("i")
+        if raw is None:
+            return self._file.path is None
+        if len(raw) % _OFFSET_ENTRY.size:
+            return False
+        values = struct.unpack(f">{len(raw) // 4}i", raw)  # one C call, no Python loop
+        offsets, positions = array("i", values[0::2]), array("i", values[1::2])
+        if offsets and (
+            offsets[0] < 0
+            or positions[0] < 0
+            or positions[-1] >= segment_size
+            or not _increasing(offsets)
+            or not _increasing(positions)
+        ):
+            return False
+        self._offsets, self._positions = offsets, positions
+        return True
+
+    def append(self, offset: int, position: int, write: bool = True) -> None:
+        rel = offset - self.base_offset
+        self._offsets.append(rel)
+        self._positions.append(position)
+        if write:
+            self._file.append(_OFFSET_ENTRY.pack(rel, position))
+
+    def persist(self) -> None:
+        """Write all entries (after appends with ``write=False``, as recovery does)."""
+        self._file.rewrite(
+            b"".join(_OFFSET_ENTRY.pack(o, p) for o, p in zip(self._offsets, self._positions, strict=True))
+        )
+
+    def lookup(self, offset: int) -> int:
+        """Position to start scanning for ``offset`` (0 when no entry is at or below it)."""
+        i = bisect.bisect_right(self._offsets, offset - self.base_offset) - 1
+        return self._positions[i] if i >= 0 else 0
+
+    def floor_position(self, position: int) -> int:
+        """The largest indexed batch position <= ``position`` (0 if none)."""
+        i = bisect.bisect_right(self._positions, position) - 1
+        return self._positions[i] if i >= 0 else 0
+
+    def last_entry(self) -> tuple[int, int] | None:
+        """(absolute offset, position) of the last entry."""
+        if not self._offsets:
+            return None
+        return self.base_offset + self._offsets[-1], self._positions[-1]
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries for batches ending at or after ``offset``."""
+        i = bisect.bisect_left(self._offsets, offset - self.base_offset)
+        if i < len(self._offsets):
+            del self._offsets[i:]
+            del self._positions[i:]
+            self._file.truncate(i * _OFFSET_ENTRY.size)
+
+    def reset(self) -> None:
+        self._offsets = array("i")
+        self._positions = array("i")
+        self._file.rewrite(b"")
+
+    def dup_fd(self) -> int:
+        return self._file.dup_fd()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def rename(self, path: Path) -> None:
+        self._file.rename(path)
+
+    def delete(self) -> None:
+        self._file.delete()
+
+
+class TimeIndex:
+    """Max timestamp so far -> relative offset holding it."""
+
+    def __init__(self, path: Path | None, base_offset: int, max_entries: int) -> None:
+        self.base_offset = base_offset
+        self.max_entries = max_entries
+        self._file = _IndexFile(path)
+        self._timestamps = array("q")
+        self._offsets = array("i")
+
+    @property
+    def path(self) -> Path | None:
+        return self._file.path
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    @property
+    def is_full(self) -> bool:
+        return len(self._offsets) >= self.max_entries
+
+    def load(self) -> bool:
+        raw = self._file.read()
+        self._timestamps = array("q")
+        self._offsets = array("i")
+        if raw is None:
+            return self._file.path is None
+        if len(raw) % _TIME_ENTRY.size:
+            return False
+        values = struct.unpack(">" + "qi" * (len(raw) // _TIME_ENTRY.size), raw)
+        timestamps, offsets = array("q", values[0::2]), array("i", values[1::2])
+        if offsets and (offsets[0] < 0 or not _increasing(timestamps) or not _non_decreasing(offsets)):
+            return False
+        self._timestamps, self._offsets = timestamps, offsets
+        return True
+
+    def maybe_append(self, timestamp: int, offset: int, write: bool = True) -> None:
+        if self._timestamps and timestamp <= self._timestamps[-1]:
+            return
+        rel = offset - self.base_offset
+        self._timestamps.append(timestamp)
+        self._offsets.append(rel)
+        if write:
+            self._file.append(_TIME_ENTRY.pack(timestamp, rel))
+
+    def persist(self) -> None:
+        self._file.rewrite(
+            b"".join(_TIME_ENTRY.pack(t, o) for t, o in zip(self._timestamps, self._offsets, strict=True))
+        )
+
+    def lookup_before(self, timestamp: int) -> int | None:
+        """Absolute offset o of the last entry whose timestamp < ``timestamp``: every
+        record at or before o is older than ``timestamp``. None if there is none."""
+        i = bisect.bisect_left(self._timestamps, timestamp) - 1
+        return self.base_offset + self._offsets[i] if i >= 0 else None
+
+    def last_entry(self) -> tuple[int, int] | None:
+        """(timestamp, absolute offset) of the last entry."""
+        if not self._offsets:
+            return None
+        return self._timestamps[-1], self.base_offset + self._offsets[-1]
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove entries pointing at ``offset`` or later."""
+        rel = offset - self.base_offset
+        n = len(self._offsets)
+        i = n
+        while i > 0 and self._offsets[i - 1] >= rel:
+            i -= 1
+        if i < n:
+            del self._timestamps[i:]
+            del self._offsets[i:]
+            self._file.truncate(i * _TIME_ENTRY.size)
+
+    def reset(self) -> None:
+        self._timestamps = array("q")
+        self._offsets = array("i")
+        self._file.rewrite(b"")
+
+    def dup_fd(self) -> int:
+        return self._file.dup_fd()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def rename(self, path: Path) -> None:
+        self._file.rename(path)
+
+    def delete(self) -> None:
+        self._file.delete()

@@ -1,0 +1,228 @@
+"""Where a segment's bytes live: an mmapped file, or a bytearray in memory mode.
+
+Both hand out zero-copy ``memoryview`` slices that stay valid and unchanged for as
+long as the caller holds them, whatever the log does next:
+
+- Appends never move or change bytes already handed out (``os.pwrite`` past the
+  data in the file; the memory store writes past its used size and, when it must
+  grow, moves to a new bytearray, leaving the old one to existing views).
+- The file grows ahead of its data in steps of a few MiB (``ftruncate``: a sparse
+  hole, no disk blocks) and is mapped read-only to that length, so a reader
+  following the active segment's tail causes one new mapping per step, not one
+  per append. The file is trimmed to its data when the segment is rolled or
+  closed; after a crash the zeros past the data are a torn tail that recovery
+  cuts, like any other. No view ever reaches past the data, so trimming is safe
+  under live views.
+- When a read needs bytes past the mapped length, the file is mapped again. A
+  mapping that still has views cannot be closed: it is let go and unmapped by
+  CPython when the last view is released.
+- Truncation is the dangerous case: ``ftruncate`` under a live mapping turns reads
+  of the cut pages into SIGBUS. So ``truncate`` first closes every mapping of the
+  file; if one is still exported, the kept prefix is copied to a new file that is
+  renamed over the old one (old views keep the old inode). Memory mode always
+  truncates into a fresh bytearray.
+- Deletion renames/unlinks; mapped views of an unlinked file remain readable.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+import weakref
+from pathlib import Path
+from typing import Any
+
+# How far the file is grown ahead of its data.
+GROWTH_STEP = 4 * 1024 * 1024
+
+
+class FileStore:
+    __slots__ = ("path", "size", "_capacity", "_fd", "_mm", "_mm_size", "_retired")
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        # Until a load or recovery says otherwise, the whole file is data.
+        self.size = self._capacity = os.fstat(self._fd).st_size
+        self._mm: mmap.mmap | None = None
+        self._mm_size = 0
+        # Earlier mappings that still had views when we moved on.
+        self._retired: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
+
+    def write(self, data: Any) -> None:
+        """Write ``data`` after the current data; in the kernel when this returns."""
+        mv = memoryview(data)
+        n = len(mv)
+        end = self.size + n
+        try:
+            if end > self._capacity:
+                os.ftruncate(self._fd, end + GROWTH_STEP)
+                self._capacity = end + GROWTH_STEP
+            done = 0
+            while done < n:
+                done += os.pwrite(self._fd, mv[done:], self.size + done)
+        finally:
+            mv.release()
+        # A failed write leaves bytes past the data: never read, cut by recovery.
+        self.size = end
+
+    def trim(self) -> None:
+        """Give back the space grown ahead of the data (segment rolled or closed)."""
+        if self._capacity > self.size:
+            os.ftruncate(self._fd, self.size)
+            self._capacity = self.size
+            self._mm_size = min(self._mm_size, self.size)
+
+    def buffer(self) -> Any:
+        """An object covering bytes [0, size) for ``struct.unpack_from`` and slicing."""
+        if self._mm_size < self.size:
+            self._remap()
+        return self._mm if self._mm is not None else b""
+
+    def view(self, start: int, end: int) -> memoryview:
+        if self._mm_size < end:
+            self._remap()
+        return memoryview(self._mm)[start:end]  # type: ignore[arg-type]
+
+    def _remap(self) -> None:
+        old = self._mm
+        self._mm = mmap.mmap(self._fd, self._capacity, access=mmap.ACCESS_READ)
+        self._mm_size = self._capacity
+        if old is not None:
+            self._let_go(old)
+
+    def _let_go(self, mm: mmap.mmap) -> None:
+        try:
+            mm.close()
+        except BufferError:
+            self._retired.add(mm)
+
+    def release_mappings(self) -> bool:
+        """Close every mapping; False if some are still exported (views alive)."""
+        if self._mm is not None:
+            self._let_go(self._mm)
+            self._mm = None
+            self._mm_size = 0
+        for mm in list(self._retired):
+            try:
+                mm.close()
+                self._retired.discard(mm)
+            except BufferError:
+                pass
+        return not self._retired
+
+    def truncate(self, size: int) -> None:
+        if size >= self.size:
+            return
+        if self.release_mappings():
+            os.ftruncate(self._fd, size)
+        else:
+            self._copy_prefix(size)
+        self.size = self._capacity = size
+
+    def _copy_prefix(self, size: int) -> None:
+        tmp = self.path.with_name(self.path.name + ".truncating")
+        out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            _copy_range(self._fd, out, size)
+        finally:
+            os.close(out)
+        os.replace(tmp, self.path)
+        os.close(self._fd)
+        self._fd = os.open(self.path, os.O_RDWR)
+        self._retired = weakref.WeakSet()  # they map the old inode: harmless now
+
+    def dup_fd(self) -> int:
+        return os.dup(self._fd)
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            self.trim()
+            self.release_mappings()
+            os.close(self._fd)
+            self._fd = -1
+
+    def rename(self, path: Path) -> None:
+        os.rename(self.path, path)
+        self.path = path
+
+    def delete(self) -> None:
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+
+def _copy_range(src: int, dst: int, size: int) -> None:
+    copied = 0
+    try:
+        while copied < size:
+            n = os.copy_file_range(src, dst, size - copied, copied, copied)
+            if n == 0:
+                break
+            copied += n
+    except OSError:
+        pass  # not supported here (filesystem, kernel): copy by hand below
+    while copied < size:
+        chunk = os.pread(src, min(size - copied, 1 << 20), copied)
+        if not chunk:
+            raise OSError(f"short read copying a segment prefix at {copied}/{size}")
+        copied += os.pwrite(dst, chunk, copied)
+
+
+class MemoryStore:
+    __slots__ = ("size", "_buf")
+
+    path = None
+
+    def __init__(self) -> None:
+        self.size = 0
+        self._buf = bytearray()
+
+    def write(self, data: Any) -> None:
+        n = len(data)
+        need = self.size + n
+        if need > len(self._buf):
+            grown = bytearray(max(need, 2 * len(self._buf), 4096))
+            grown[: self.size] = memoryview(self._buf)[: self.size]
+            self._buf = grown
+        # Same-length slice assignment: allowed while views of the bytearray exist.
+        self._buf[self.size : need] = data
+        self.size = need
+
+    def buffer(self) -> Any:
+        return self._buf
+
+    def view(self, start: int, end: int) -> memoryview:
+        return memoryview(self._buf)[start:end]
+
+    def release_mappings(self) -> bool:
+        return True
+
+    def trim(self) -> None:
+        pass
+
+    def truncate(self, size: int) -> None:
+        if size >= self.size:
+            return
+        fresh = bytearray(max(size, 4096))
+        fresh[:size] = memoryview(self._buf)[:size]
+        self._buf = fresh
+        self.size = size
+
+    def dup_fd(self) -> int:
+        return -1
+
+    def close(self) -> None:
+        pass
+
+    def rename(self, path: Path) -> None:
+        pass
+
+    def delete(self) -> None:
+        self._buf = bytearray()
+        self.size = 0
+
+
+Store = FileStore | MemoryStore

@@ -1,0 +1,59 @@
+"""The handler registry: ``@handles(ApiKey, min, max)``.
+
+Handlers register themselves when ``refka.broker.handlers`` is imported;
+ApiVersions answers from this registry, so what is advertised cannot drift
+from what is served. A handler is ``fn(ctx, request) -> response`` or an
+``async def`` of the same shape; a plain handler may also return a coroutine
+when it has to wait (Produce acks=-1), which the connection awaits in order.
+Returning ``None`` sends no response (Produce with acks=0).
+"""
+
+from __future__ import annotations
+
+import inspect
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from refka.protocol import Api
+from refka.protocol.messages import APIS
+
+
+@dataclass(frozen=True)
+class Handler:
+    api: Api
+    min_version: int
+    max_version: int
+    fn: Callable[..., Any]
+    is_async: bool
+    # Served only on connections from other brokers (LeaderAndIsr, ...): not
+    # advertised to clients in ApiVersions.
+    inter_broker: bool = False
+
+
+HANDLERS: dict[int, Handler] = {}
+
+
+def handles(api_key: int, min_version: int, max_version: int, *, inter_broker: bool = False):
+    api = APIS.get(api_key)
+    if api is None:
+        raise LookupError(f"no declaration for API key {api_key}")
+    if min_version < api.min_version or max_version > api.max_version:
+        raise ValueError(
+            f"{api.name}: serving v{min_version}-{max_version} but declared "
+            f"v{api.min_version}-{api.max_version}"
+        )
+
+    def register(fn: Callable[..., Any]) -> Callable[..., Any]:
+        if api_key in HANDLERS:
+            raise RuntimeError(f"{api.name} has two handlers")
+        HANDLERS[api_key] = Handler(
+            api, min_version, max_version, fn, inspect.iscoroutinefunction(fn), inter_broker
+        )
+        return fn
+
+    return register
+
+
+def served_versions() -> list[tuple[int, str, int, int]]:
+    """(key, name, min, max) of every served API, by key."""
+    return sorted((h.api.key, h.api.name, h.min_version, h.max_version) for h in HANDLERS.values())

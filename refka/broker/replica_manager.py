@@ -1,0 +1,179 @@
+"""Partitions this broker hosts: their logs, leadership, epochs and high watermark.
+
+The controller's LeaderAndIsr is the only thing that makes a partition leader
+or follower here (``apply_leader_and_isr``); StopReplica removes it. Produce
+appends through ``Partition.append``; Fetch reads through ``Partition.read``.
+Long-polling fetches wait on ``Partition.wait_for_data``, woken by appends and
+high-watermark moves, never by polling.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from refka.protocol import ErrorCode
+
+from .log import LogConfig, LogManager, PartitionLog
+from .logging import get_logger
+
+if TYPE_CHECKING:
+    from .broker import Broker
+
+log = get_logger("refka.replica_manager")
+
+
+@dataclass(slots=True)
+class PartitionState:
+    """What the controller said about a partition (from LeaderAndIsr)."""
+
+    leader: int
+    leader_epoch: int
+    isr: list[int]
+    replicas: list[int]
+    partition_epoch: int = -1
+    controller_epoch: int = -1
+
+
+class Partition:
+    __slots__ = (
+        "topic",
+        "index",
+        "topic_id",
+        "log",
+        "state",
+        "broker_id",
+        "high_watermark",
+        "_waiters",
+        "undeleted_partition_count",
+    )
+
+    def __init__(self, topic: str, index: int, topic_id: bytes, plog: PartitionLog,
+                 state: PartitionState, broker_id: int) -> None:
+        self.topic = topic
+        self.index = index
+        self.topic_id = topic_id
+        self.log = plog
+        self.state = state
+        self.broker_id = broker_id
+        self.high_watermark = plog.log_end_offset
+        self._waiters: list[asyncio.Future[None]] = []
+        self.undeleted_partition_count = -1
+
+    @property
+    def is_leader(self) -> bool:
+        return self.state.leader == self.broker_id
+
+    @property
+    def leader_epoch(self) -> int:
+        return self.state.leader_epoch
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    def check_leader_epoch(self, current_leader_epoch: int) -> ErrorCode:
+        """KIP-320: a request's view of the leader epoch against ours (-1: no check)."""
+        if current_leader_epoch < 0 or current_leader_epoch == self.state.leader_epoch:
+            return ErrorCode.NONE
+        if current_leader_epoch < self.state.leader_epoch:
+            return ErrorCode.FENCED_LEADER_EPOCH
+        return ErrorCode.UNKNOWN_LEADER_EPOCH
+
+    def append(self, records: Any, batches: Any, timestamp_type_log_append: bool) -> Any:
+        now = int(time.time() * 1000) if timestamp_type_log_append else None
+        info = self.log.append(records, self.state.leader_epoch, now, headers=batches)
+        if len(self.state.isr) <= 1:
+            self.high_watermark = self.log.log_end_offset
+        self._wake()
+        return info
+
+    def read(self, offset: int, max_bytes: int, min_one_batch: bool) -> Any:
+        return self.log.read(offset, max_bytes, max_offset=self.high_watermark, min_one_batch=min_one_batch)
+
+    def wait_for_data(self) -> asyncio.Future[None]:
+        fut = asyncio.get_running_loop().create_future()
+        self._waiters.append(fut)
+        return fut
+
+    def _wake(self) -> None:
+        if self._waiters:
+            waiters, self._waiters = self._waiters, []
+            for f in waiters:
+                if not f.done():
+                    f.set_result(None)
+
+
+class ReplicaManager:
+    def __init__(self, broker: Broker, logs: LogManager) -> None:
+        self.broker = broker
+        self.logs = logs
+        self.partitions: dict[tuple[str, int], Partition] = {}
+
+    def get(self, topic: str, partition: int) -> Partition | None:
+        return self.partitions.get((topic, partition))
+
+    def log_config(self, topic: str) -> LogConfig:
+        props = dict(self.broker.config.topic_defaults())
+        props.update(self.broker.topic_configs.get(topic, {}))
+        return LogConfig.from_props(props)
+
+    def become_leader_or_follower(self, topic: str, index: int, topic_id: bytes, state: PartitionState) -> Partition:
+        key = (topic, index)
+        p = self.partitions.get(key)
+        if p is None or p.topic_id != topic_id:
+            if p is not None:
+                # The topic was deleted and re-created under the same name.
+                self.logs.delete(topic, index)
+            cfg = self.log_config(topic)
+            plog = self.logs.get_or_create(topic, index, cfg)
+            plog.update_config(cfg)  # a log loaded at start-up got the broker defaults
+            p = Partition(topic, index, topic_id, plog, state, self.broker.node_id)
+            self.partitions[key] = p
+            log.info("partition_created", topic=topic, partition=index, leader=state.leader,
+                     leader_epoch=state.leader_epoch, log_end_offset=plog.log_end_offset)
+        else:
+            p.state = state
+            log.info("partition_state_changed", topic=topic, partition=index, leader=state.leader,
+                     leader_epoch=state.leader_epoch, isr=state.isr)
+        if p.is_leader:
+            # Records from now on belong to this epoch (the leader-epoch cache, KIP-101).
+            p.log.maybe_assign_epoch_start_offset(state.leader_epoch, p.log.log_end_offset)
+            if len(state.isr) <= 1:
+                p.high_watermark = p.log.log_end_offset
+        p._wake()
+        return p
+
+    def stop_replica(self, topic: str, index: int, delete: bool) -> None:
+        p = self.partitions.pop((topic, index), None)
+        if p is not None:
+            p._wake()
+        if delete:
+            self.logs.delete(topic, index)
+        log.info("replica_stopped", topic=topic, partition=index, delete=delete)
+
+    def high_watermark_of(self, topic: str, partition: int) -> int | None:
+        """For the retention thread: a dict read, nothing else."""
+        p = self.partitions.get((topic, partition))
+        return p.high_watermark if p is not None else None
+
+    async def retention_loop(self, interval_ms: int) -> None:
+        """Retention by time and size, off the event loop (file deletion can be slow)."""
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            result = await asyncio.to_thread(self.logs.retention_pass, None, self.high_watermark_of)
+            if result.segments_removed:
+                log.info("retention_deleted_segments", segments=result.segments_removed)
+                for p in self.partitions.values():
+                    p._wake()
+
+    def close(self) -> None:
+        for p in self.partitions.values():
+            p._wake()
+        self.logs.close()

@@ -1,0 +1,180 @@
+"""Running brokers: ``refka serve`` and the in-process clusters tests use.
+
+``Cluster`` starts N brokers in this process over one metadata store (the
+embedded store by default, ZooKeeper with ``zookeeper.connect``), each with its
+own listener, data directory and store session; brokers and the controller
+talk over real loopback connections. It prints one line when every broker
+accepts connections and is known to the controller.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import signal
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from .broker import Broker
+from .config import BrokerConfig
+from .controller_side import ControllerSide, open_store
+from .logging import configure, get_logger
+from .registry import HANDLERS, served_versions
+
+log = get_logger("refka.server")
+
+
+def broker_configs(base: BrokerConfig, n: int, host: str, port: int, data_dir: Path) -> list[BrokerConfig]:
+    """Per-broker configs: ids base..base+n-1, ports port..port+n-1, data under data_dir/broker-<id>."""
+    first_id = base.broker_id
+    out = []
+    for i in range(n):
+        bid = first_id + i
+        props: dict[str, str] = {
+            "broker.id": str(bid),
+            "listeners": f"PLAINTEXT://{host}:{port + i}",
+            "log.dirs": str(data_dir / f"broker-{bid}"),
+        }
+        adv = base["advertised.listeners"]
+        if adv and n == 1:
+            props["advertised.listeners"] = adv
+        out.append(base.with_overrides(**props))
+    return out
+
+
+class Cluster:
+    def __init__(self, configs: list[BrokerConfig], *, memory: bool, data_dir: Path,
+                 zookeeper: str | None = None) -> None:
+        self.configs = configs
+        self.memory = memory
+        self.data_dir = data_dir
+        self.zookeeper = zookeeper
+        self.store: Any = None
+        self.brokers: list[Broker] = []
+        self.sides: list[ControllerSide] = []
+
+    async def start(self, ready_timeout: float = 30.0) -> None:
+        self.store = open_store(self.zookeeper, None if self.memory else self.data_dir / "metadata")
+        for cfg in self.configs:
+            await self.start_broker(cfg)
+        await self.wait_ready(ready_timeout)
+
+    async def start_broker(self, cfg: BrokerConfig) -> Broker:
+        b = Broker(cfg, memory=self.memory)
+        await b.start_listeners()
+        side = ControllerSide(b, self.store)
+        b.controller_side = side
+        await side.start()
+        self.brokers.append(b)
+        self.sides.append(side)
+        return b
+
+    async def wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        for b in self.brokers:
+            remaining = max(deadline - time.monotonic(), 0.01)
+            await asyncio.wait_for(b.ready.wait(), remaining)
+
+    def broker(self, node_id: int) -> Broker:
+        return next(b for b in self.brokers if b.node_id == node_id)
+
+    async def stop_broker(self, b: Broker) -> None:
+        side = b.controller_side
+        if side is not None:
+            await side.stop()
+        await b.stop()
+        if b in self.brokers:
+            i = self.brokers.index(b)
+            self.brokers.pop(i)
+            self.sides.pop(i)
+
+    async def stop(self) -> None:
+        for b in list(reversed(self.brokers)):
+            await self.stop_broker(b)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"{ep.host}:{ep.port}" for b in self.brokers for ep in b.config.advertised_listeners[:1])
+
+
+def _load_config(args: argparse.Namespace) -> BrokerConfig:
+    overrides: dict[str, str] = {}
+    for item in args.override:
+        k, sep, v = item.partition("=")
+        if not sep:
+            raise SystemExit(f"--override expects KEY=VALUE, got {item!r}")
+        overrides[k.strip()] = v.strip()
+    if args.broker_id is not None:
+        overrides["broker.id"] = str(args.broker_id)
+    if args.zookeeper:
+        overrides["zookeeper.connect"] = args.zookeeper
+    if args.data_dir:
+        overrides["log.dirs"] = args.data_dir
+    return BrokerConfig.load(args.config, overrides=overrides)
+
+
+def serve(args: argparse.Namespace) -> int:
+    configure(args.log_format, args.log_level)
+    try:
+        base = _load_config(args)
+    except ValueError as e:
+        print(f"refka: {e}", file=sys.stderr)
+        return 2
+    listeners = base.listeners
+    host = args.host or (listeners[0].host if "listeners" in base.raw else "127.0.0.1")
+    port = args.port or (listeners[0].port if "listeners" in base.raw else 9092)
+    data_dir = Path(str(base["log.dirs"]).split(",")[0])
+    configs = broker_configs(base, args.brokers, host, port, data_dir)
+    zk = base["zookeeper.connect"] or None
+    try:
+        import uvloop
+
+        runner = uvloop.run
+    except ImportError:  # pragma: no cover - uvloop is a dependency
+        runner = asyncio.run
+    return runner(_serve(configs, args.memory, data_dir, zk, args))  # type: ignore[no-any-return]
+
+
+async def _serve(configs: list[BrokerConfig], memory: bool, data_dir: Path, zk: str | None,
+                 args: argparse.Namespace) -> int:
+    started = time.monotonic()
+    cluster = Cluster(configs, memory=memory, data_dir=data_dir, zookeeper=zk)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await cluster.start()
+    except Exception as e:
+        log.error("start_failed", error=str(e))
+        await cluster.stop()
+        return 1
+    admin = None
+    if args.admin_port:
+        from .admin_http import start_admin_http
+
+        admin = await start_admin_http(cluster, args.host or "127.0.0.1", args.admin_port)
+    print(
+        f"refka ready: {len(cluster.brokers)} broker(s) at {cluster.bootstrap} "
+        f"({'memory' if memory else data_dir}, {'zookeeper ' + zk if zk else 'embedded store'}) "
+        f"in {time.monotonic() - started:.3f}s",
+        flush=True,
+    )
+    await stop.wait()
+    log.info("shutting_down")
+    if admin is not None:
+        await admin.cleanup()
+    await cluster.stop()
+    return 0
+
+
+def api_versions_table() -> str:
+    """The Markdown table of served APIs (README), built from the handler registry."""
+    lines = ["| key | API | versions | handler |", "|---:|---|---|---|"]
+    for key, name, lo, hi in served_versions():
+        h = HANDLERS[key]
+        mod = h.fn.__module__.replace("refka.", "").replace(".", "/") + ".py"
+        lines.append(f"| {key} | {name} | {lo}-{hi} | `{mod}` |")
+    return "\n".join(lines)

@@ -1,0 +1,94 @@
+"""The ``refka`` command.
+
+``refka serve``            one broker (or ``--brokers N``) with the embedded store
+``refka topics ...``       create / list / describe / delete topics on a running broker
+``refka api-versions``     the table of served APIs and versions (the README shows it)
+``refka zookeeper``        a private ZooKeeper from Debian's package, for local clusters
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from pathlib import Path
+
+
+def _add_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("serve", help="run a broker (or a cluster of brokers in this process)")
+    p.add_argument("--host", default=None, help="listen host (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=None, help="first broker's port (default 9092); broker i uses port+i")
+    p.add_argument("--data-dir", default=None, help="data directory (default ./refka-data)")
+    p.add_argument("--memory", action="store_true", help="keep logs and metadata in memory only")
+    p.add_argument("--brokers", type=int, default=1, help="number of brokers in this process")
+    p.add_argument("--zookeeper", default=None, help="ZooKeeper connect string host:port[/chroot]")
+    p.add_argument("--broker-id", type=int, default=None, help="broker id (with --zookeeper)")
+    p.add_argument("--config", type=Path, default=None, help="server.properties file")
+    p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                   help="set a Kafka property (repeatable)")
+    p.add_argument("--admin-port", type=int, default=None, help="HTTP control API port")
+    p.add_argument("--log-format", choices=("console", "json"), default="console")
+    p.add_argument("--log-level", default=os.environ.get("REFKA_LOG_LEVEL", "info"))
+
+
+def _add_topics(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("topics", help="manage topics on a running broker")
+    p.add_argument("--bootstrap-server", "-b", default="127.0.0.1:9092")
+    tsub = p.add_subparsers(dest="action", required=True)
+    c = tsub.add_parser("create")
+    c.add_argument("topic")
+    c.add_argument("--partitions", "-p", type=int, default=-1)
+    c.add_argument("--replication-factor", "-r", type=int, default=-1)
+    c.add_argument("--config", "-c", action="append", default=[], metavar="KEY=VALUE")
+    tsub.add_parser("list")
+    d = tsub.add_parser("describe")
+    d.add_argument("topic", nargs="*")
+    x = tsub.add_parser("delete")
+    x.add_argument("topic", nargs="+")
+
+
+def parse_kv(items: list[str]) -> dict[str, str]:
+    out = {}
+    for item in items:
+        k, sep, v = item.partition("=")
+        if not sep:
+            raise SystemExit(f"expected KEY=VALUE, got {item!r}")
+        out[k.strip()] = v.strip()
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="refka", description=__doc__,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_serve(sub)
+    _add_topics(sub)
+    sub.add_parser("api-versions", help="print the served APIs and versions as a Markdown table")
+    z = sub.add_parser("zookeeper", help="run a private ZooKeeper (Debian's zookeeper package)")
+    z.add_argument("--port", type=int, default=2181)
+    z.add_argument("--data-dir", default="./refka-data/zookeeper")
+    args = parser.parse_args(argv)
+
+    if args.command == "serve":
+        from .broker.server import serve
+
+        return serve(args)
+    if args.command == "topics":
+        from .client.topics_cli import run
+
+        return run(args)
+    if args.command == "api-versions":
+        from .broker.server import api_versions_table
+
+        print(api_versions_table())
+        return 0
+    if args.command == "zookeeper":
+        from .lab_zookeeper import run_zookeeper
+
+        return run_zookeeper(args.port, Path(args.data_dir))
+    parser.print_help()
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,570 @@
+"""The znode writes a broker makes for admin requests, like Kafka's AdminZkClient.
+
+A broker handling CreateTopics / DeleteTopics / CreatePartitions /
+AlterConfigs calls these; the controller sees the znodes change and does the
+rest (leaders, epochs, LeaderAndIsr, UpdateMetadata). Each function validates
+as Kafka does and raises an ``AdminError`` whose ``error_code`` is the
+answer for the client.
+
+Also here, for the broker's own lifecycle: ``ensure_cluster`` (persistent
+paths and the cluster id), ``register_broker`` (the ephemeral
+``/brokers/ids/<id>``), and the ISR-change path of the replica manager.
+
+ISR changes (the choice, and how to use it). Like Kafka before KIP-497, the
+partition *leader* writes a shrunk or expanded ISR itself:
+``update_isr(store, topic, partition, new_state, zk_version)`` sets the state
+znode conditionally on the zk_version it got from LeaderAndIsr (or from its
+own previous update); a BadVersionError means the controller changed the
+partition meanwhile, and the leader waits for its LeaderAndIsr. Then it calls
+``notify_isr_change(store, [(topic, partition), ...])`` (batching is fine),
+which writes a sequential ``/isr_change_notification/isr_change_`` znode; the
+controller reads the changed states, broadcasts UpdateMetadata and deletes the
+notification. This works the same in one process and across processes.
+"""
+
+from __future__ import annotations
+
+import random
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from refka.protocol.errors import ErrorCode
+
+from . import znodes
+from .store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
+
+MAX_TOPIC_NAME = 249
+_LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+# ---- errors ----------------------------------------------------------------------------------
+
+
+class AdminError(Exception):
+    error_code: ErrorCode = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+class TopicExistsError(AdminError):
+    error_code = ErrorCode.TOPIC_ALREADY_EXISTS
+
+
+class InvalidTopicError(AdminError):
+    error_code = ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+class InvalidPartitionsError(AdminError):
+    error_code = ErrorCode.INVALID_PARTITIONS
+
+
+class InvalidReplicationFactorError(AdminError):
+    error_code = ErrorCode.INVALID_REPLICATION_FACTOR
+
+
+class InvalidReplicaAssignmentError(AdminError):
+    error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+
+
+class InvalidConfigError(AdminError):
+    error_code = ErrorCode.INVALID_CONFIG
+
+
+class UnknownTopicError(AdminError):
+    error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+class BrokerIdInUseError(AdminError):
+    """Another live session holds ``/brokers/ids/<id>``."""
+
+    error_code = ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+# ---- names and configs -------------------------------------------------------------------------
+
+
+def validate_topic_name(name: str) -> None:
+    """Kafka's Topic.validate: [a-zA-Z0-9._-], 1 to 249 characters, not '.' or '..'."""
+    if not name:
+        raise InvalidTopicError("Topic name is illegal, it can't be empty")
+    if name in (".", ".."):
+        raise InvalidTopicError("Topic name cannot be \".\" or \"..\"")
+    if len(name) > MAX_TOPIC_NAME:
+        raise InvalidTopicError(f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters")
+    if not _LEGAL.match(name):
+        raise InvalidTopicError(
+            f"Topic name \"{name}\" is illegal, it contains a character other than ASCII alphanumerics, '.', '_' and '-'"
+        )
+
+
+def _collision_key(name: str) -> str:
+    return name.replace(".", "_")
+
+
+_INT = "int"
+_BOOL = "bool"
+_DOUBLE = "double"
+_STR = "str"
+
+# Kafka's topic-level configs (LogConfig), with their value types; and KIP-253's.
+TOPIC_CONFIGS: dict[str, str] = {
+    "cleanup.policy": _STR,
+    "compression.type": _STR,
+    "delete.retention.ms": _INT,
+    "file.delete.delay.ms": _INT,
+    "flush.messages": _INT,
+    "flush.ms": _INT,
+    "follower.replication.throttled.replicas": _STR,
+    "index.interval.bytes": _INT,
+    "leader.replication.throttled.replicas": _STR,
+    "local.retention.bytes": _INT,
+    "local.retention.ms": _INT,
+    "max.compaction.lag.ms": _INT,
+    "max.message.bytes": _INT,
+    "message.downconversion.enable": _BOOL,
+    "message.format.version": _STR,
+    "message.timestamp.after.max.ms": _INT,
+    "message.timestamp.before.max.ms": _INT,
+    "message.timestamp.difference.max.ms": _INT,
+    "message.timestamp.type": _STR,
+    "min.cleanable.dirty.ratio": _DOUBLE,
+    "min.compaction.lag.ms": _INT,
+    "min.insync.replicas": _INT,
+    "preallocate": _BOOL,
+    "remote.storage.enable": _BOOL,
+    "retention.bytes": _INT,
+    "retention.ms": _INT,
+    "segment.bytes": _INT,
+    "segment.index.bytes": _INT,
+    "segment.jitter.ms": _INT,
+    "segment.ms": _INT,
+    "unclean.leader.election.enable": _BOOL,
+    "enable.ordered.delivery": _BOOL,  # KIP-253
+}
+_CHOICES = {
+    "compression.type": {"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"},
+    "message.timestamp.type": {"CreateTime", "LogAppendTime"},
+}
+
+
+def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, str]:
+    """Known names, values of the right type; returns them as strings (as stored)."""
+    out: dict[str, str] = {}
+    for name, value in configs.items():
+        kind = TOPIC_CONFIGS.get(name)
+        if kind is None:
+            raise InvalidConfigError(f"Unknown topic config name: {name}")
+        if value is None:
+            raise InvalidConfigError(f"Null value not supported for topic config {name}")
+        text = str(value).lower() if isinstance(value, bool) else str(value)
+        try:
+            if kind == _INT:
+                int(text)
+            elif kind == _DOUBLE:
+                float(text)
+            elif kind == _BOOL and text.lower() not in ("true", "false"):
+                raise ValueError(text)
+        except ValueError:
+            raise InvalidConfigError(f"Invalid value {text} for configuration {name}") from None
+        if name in _CHOICES and text not in _CHOICES[name]:
+            raise InvalidConfigError(f"Invalid value {text} for configuration {name}")
+        if name == "cleanup.policy" and not set(text.split(",")) <= {"delete", "compact"}:
+            raise InvalidConfigError(f"Invalid value {text} for configuration {name}")
+        if name == "min.insync.replicas" and int(text) < 1:
+            raise InvalidConfigError(f"Invalid value {text} for configuration {name}: must be at least 1")
+        out[name] = text
+    return out
+
+
+# ---- replica assignment ------------------------------------------------------------------------
+
+
+def _replica_index(first: int, shift: int, j: int, n: int) -> int:
+    return (first + 1 + (shift + j) % (n - 1)) % n
+
+
+def _rack_alternated(brokers: Mapping[int, str | None]) -> list[int]:
+    by_rack: dict[str, list[int]] = {}
+    for b in sorted(brokers):
+        by_rack.setdefault(str(brokers[b]), []).append(b)
+    racks = sorted(by_rack)
+    out: list[int] = []
+    i = 0
+    while len(out) < len(brokers):
+        rack = by_rack[racks[i]]
+        if rack:
+            out.append(rack.pop(0))
+        i = (i + 1) % len(racks)
+    return out
+
+
+def assign_replicas(
+    brokers: Mapping[int, str | None],
+    num_partitions: int,
+    replication_factor: int,
+    *,
+    start_index: int = -1,
+    start_partition_id: int = -1,
+    rng: random.Random | None = None,
+) -> dict[int, list[int]]:
+    """Kafka's AdminUtils.assignReplicasToBrokers: round-robin, rack-aware when every
+    broker has a rack (racks alternate so a partition's replicas land on distinct
+    racks while it can), shifted so followers spread. ``brokers``: id -> rack.
+    Brokers without racks mixed with brokers with racks: racks are ignored (Kafka's
+    RackAwareMode.Safe)."""
+    if num_partitions <= 0:
+        raise InvalidPartitionsError("Number of partitions must be larger than 0.")
+    if replication_factor <= 0:
+        raise InvalidReplicationFactorError("Replication factor must be larger than 0.")
+    if replication_factor > len(brokers):
+        raise InvalidReplicationFactorError(
+            f"Replication factor: {replication_factor} larger than available brokers: {len(brokers)}."
+        )
+    rng = rng or random.Random()
+    rack_aware = all(r is not None for r in brokers.values()) and len(set(brokers.values())) > 1
+    arranged = _rack_alternated(brokers) if rack_aware else sorted(brokers)
+    n = len(arranged)
+    start = start_index if start_index >= 0 else rng.randrange(n)
+    shift = start_index if start_index >= 0 else rng.randrange(n)
+    pid = max(0, start_partition_id)
+    num_racks = len(set(brokers.values()))
+    out: dict[int, list[int]] = {}
+    for _ in range(num_partitions):
+        if pid > 0 and pid % n == 0:
+            shift += 1
+        first = (pid + start) % n
+        replicas = [arranged[first]]
+        if not rack_aware:
+            replicas += [arranged[_replica_index(first, shift, j, n)] for j in range(replication_factor - 1)]
+        else:
+            racks_used = {brokers[arranged[first]]}
+            k = 0
+            for _ in range(replication_factor - 1):
+                while True:
+                    b = arranged[_replica_index(first, shift * num_racks, k, n)]
+                    k += 1
+                    rack_ok = brokers[b] not in racks_used or len(racks_used) == num_racks
+                    broker_ok = b not in replicas or len(replicas) == n
+                    if rack_ok and broker_ok:
+                        replicas.append(b)
+                        racks_used.add(brokers[b])
+                        break
+        out[pid] = replicas
+        pid += 1
+    return out
+
+
+def validate_assignment(
+    assignment: Mapping[int, Sequence[int]],
+    brokers: Mapping[int, str | None] | Sequence[int],
+    *,
+    first_partition: int = 0,
+    replication_factor: int | None = None,
+) -> dict[int, list[int]]:
+    """Partitions numbered from ``first_partition`` without gaps, each with the same
+    number of distinct replicas, all on known brokers."""
+    if not assignment:
+        raise InvalidReplicaAssignmentError("Replica assignment is empty")
+    ids = sorted(assignment)
+    if ids != list(range(first_partition, first_partition + len(ids))):
+        raise InvalidReplicaAssignmentError(
+            f"Partitions should be consecutive from {first_partition}, got {ids}"
+        )
+    known = set(brokers)
+    out: dict[int, list[int]] = {}
+    for p in ids:
+        replicas = [int(r) for r in assignment[p]]
+        if not replicas:
+            raise InvalidReplicaAssignmentError(f"Partition {p} has no replicas")
+        if len(set(replicas)) != len(replicas):
+            raise InvalidReplicaAssignmentError(f"Duplicate replica assignment found: {replicas}")
+        if replication_factor is None:
+            replication_factor = len(replicas)
+        if len(replicas) != replication_factor:
+            raise InvalidReplicaAssignmentError("All partitions should have the same number of replicas")
+        unknown = set(replicas) - known
+        if unknown:
+            raise InvalidReplicaAssignmentError(f"Unknown broker(s) in replica assignment: {sorted(unknown)}")
+        out[p] = replicas
+    return out
+
+
+# ---- cluster and brokers -----------------------------------------------------------------------
+
+
+async def ensure_cluster(store: MetadataStore) -> str:
+    """Creates the persistent paths everyone watches and ``/cluster/id``; returns the id."""
+    for path in znodes.PERSISTENT_PATHS:
+        await store.ensure_path(path)
+    try:
+        data, _ = await store.get(znodes.CLUSTER_ID)
+        return znodes.ClusterId.from_json(data).id
+    except NoNodeError:
+        pass
+    cid = znodes.ClusterId.generate()
+    try:
+        await store.create(znodes.CLUSTER_ID, cid.to_json())
+        return cid.id
+    except NodeExistsError:
+        data, _ = await store.get(znodes.CLUSTER_ID)
+        return znodes.ClusterId.from_json(data).id
+
+
+async def register_broker(store: MetadataStore, info: znodes.BrokerInfo) -> int:
+    """Creates the ephemeral ``/brokers/ids/<id>`` on ``store``'s session (a
+    MetadataStore is one session) and returns the broker epoch (its czxid).
+
+    Safe to retry: a node already owned by this session is ours. Call again
+    after the session is LOST and CONNECTED again (the node went with it).
+    """
+    await store.ensure_path(znodes.BROKER_IDS)
+    try:
+        await store.create(info.path, info.to_json(), ephemeral=True)
+    except NodeExistsError:
+        stat = await store.exists(info.path)
+        if stat is None:
+            return await register_broker(store, info)
+        if stat.ephemeral_owner != store.session_id:
+            raise BrokerIdInUseError(
+                f"broker id {info.broker_id} is registered by another session ({stat.ephemeral_owner:#x})"
+            ) from None
+        return stat.czxid
+    stat = await store.exists(info.path)
+    return stat.czxid if stat is not None else -1
+
+
+async def deregister_broker(store: MetadataStore, broker_id: int) -> None:
+    """Removes our ``/brokers/ids/<id>`` (before a clean stop, so the controller reacts at once)."""
+    path = znodes.broker_path(broker_id)
+    stat = await store.exists(path)
+    if stat is not None and stat.ephemeral_owner == store.session_id:
+        try:
+            await store.delete(path, version=stat.version)
+        except NoNodeError:
+            pass
+
+
+async def live_brokers(store: MetadataStore) -> dict[int, znodes.BrokerInfo]:
+    out = {}
+    for child in await store.get_children(znodes.BROKER_IDS):
+        try:
+            data, _ = await store.get(znodes.broker_path(int(child)))
+        except NoNodeError:
+            continue
+        out[int(child)] = znodes.BrokerInfo.from_json(int(child), data)
+    return out
+
+
+# ---- topics ------------------------------------------------------------------------------------
+
+
+async def list_topics(store: MetadataStore) -> list[str]:
+    try:
+        return await store.get_children(znodes.BROKER_TOPICS)
+    except NoNodeError:
+        return []
+
+
+async def read_topic(store: MetadataStore, name: str) -> znodes.TopicAssignment | None:
+    try:
+        data, _ = await store.get(znodes.topic_path(name))
+    except NoNodeError:
+        return None
+    return znodes.TopicAssignment.from_json(name, data)
+
+
+async def create_topic(
+    store: MetadataStore,
+    name: str,
+    num_partitions: int,
+    replication_factor: int,
+    replica_assignment: Mapping[int, Sequence[int]] | None,
+    configs: Mapping[str, Any] | None,
+    brokers: Mapping[int, str | None],
+    *,
+    validate_only: bool = False,
+    rng: random.Random | None = None,
+) -> znodes.TopicAssignment:
+    """Writes ``/config/topics/<t>`` and ``/brokers/topics/<t>`` (one transaction).
+
+    ``brokers``: the live brokers, id -> rack (None without one). With a
+    ``replica_assignment`` (partition -> replicas) the counts are taken from it;
+    otherwise replicas are assigned rack-aware round-robin. The new topic has a
+    fresh topic id and initial = undeleted partition count (KIP-253); the
+    controller adds its topic_epoch and partition epochs.
+    """
+    validate_topic_name(name)
+    if replica_assignment:
+        assignment = validate_assignment(replica_assignment, brokers)
+    else:
+        assignment = assign_replicas(brokers, num_partitions, replication_factor, rng=rng)
+    config = validate_topic_configs(configs or {})
+    if await store.exists(znodes.topic_path(name)) is not None:
+        raise TopicExistsError(f"Topic '{name}' already exists.")
+    if await store.exists(znodes.delete_topic_path(name)) is not None:
+        raise TopicExistsError(f"Topic '{name}' is marked for deletion.")
+    key = _collision_key(name)
+    clashes = [t for t in await list_topics(store) if t != name and _collision_key(t) == key]
+    if clashes:
+        raise InvalidTopicError(f"Topic '{name}' collides with existing topics: {', '.join(clashes)}")
+    n = len(assignment)
+    topic = znodes.TopicAssignment(
+        topic=name,
+        topic_id=znodes.new_topic_id(),
+        partitions=assignment,
+        initial_partition_count=n,
+        undeleted_partition_count=n,
+    )
+    if validate_only:
+        return topic
+    await store.ensure_path(znodes.BROKER_TOPICS)
+    await store.ensure_path(znodes.CONFIG_TOPICS)
+    txn = store.transaction()
+    config_json = znodes.TopicConfig(config).to_json()
+    if await store.exists(znodes.topic_config_path(name)) is not None:
+        txn.set_data(znodes.topic_config_path(name), config_json)  # left by an older topic of that name
+    else:
+        txn.create(znodes.topic_config_path(name), config_json)
+    txn.create(topic.path, topic.to_json())
+    try:
+        await txn.commit()
+    except NodeExistsError:
+        raise TopicExistsError(f"Topic '{name}' already exists.") from None
+    return topic
+
+
+async def delete_topic(store: MetadataStore, name: str) -> None:
+    """Marks the topic for deletion (``/admin/delete_topics/<t>``); the controller deletes it."""
+    if await store.exists(znodes.topic_path(name)) is None:
+        raise UnknownTopicError(f"Topic '{name}' does not exist.")
+    await store.ensure_path(znodes.DELETE_TOPICS)
+    try:
+        await store.create(znodes.delete_topic_path(name), b"")
+    except NodeExistsError:
+        pass  # already marked
+
+
+async def create_partitions(
+    store: MetadataStore,
+    name: str,
+    new_total: int,
+    assignment: Sequence[Sequence[int]] | None,
+    brokers: Mapping[int, str | None],
+    *,
+    validate_only: bool = False,
+    rng: random.Random | None = None,
+) -> znodes.TopicAssignment:
+    """Adds partitions: writes the longer assignment to ``/brokers/topics/<t>``.
+
+    The controller then runs KIP-253's expansion (bumps the old partitions'
+    leader epochs, records them in the new partition znodes, raises
+    undeleted_partition_count). ``assignment`` lists the *new* partitions'
+    replicas. A smaller count is KIP-253 partition deletion: not yet
+    (INVALID_PARTITIONS); nor is expanding while partitions are marked for
+    deletion, as KIP-253 requires.
+    """
+    for _ in range(5):
+        try:
+            data, stat = await store.get(znodes.topic_path(name))
+        except NoNodeError:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.") from None
+        topic = znodes.TopicAssignment.from_json(name, data)
+        current = len(topic.partitions)
+        if await store.exists(znodes.delete_topic_path(name)) is not None:
+            raise InvalidTopicError(f"Topic '{name}' is marked for deletion.")
+        if new_total < current:
+            raise InvalidPartitionsError(
+                f"Topic currently has {current} partitions, {new_total} would remove some: "
+                "partition deletion (KIP-253) is not supported yet."
+            )
+        if new_total == current:
+            raise InvalidPartitionsError(f"Topic already has {current} partitions.")
+        if 0 <= topic.undeleted_partition_count < current:
+            raise InvalidPartitionsError("Partitions of this topic are marked for deletion (KIP-253).")
+        rf = len(topic.partitions[0]) if topic.partitions else 1
+        added = new_total - current
+        if assignment is not None:
+            if len(assignment) != added:
+                raise InvalidReplicaAssignmentError(
+                    f"Increasing the number of partitions by {added} but {len(assignment)} assignments provided."
+                )
+            new = validate_assignment(
+                {current + i: list(a) for i, a in enumerate(assignment)},
+                brokers,
+                first_partition=current,
+                replication_factor=rf,
+            )
+        else:
+            order = sorted(brokers)
+            first = topic.partitions.get(0, [None])[0]
+            start = order.index(first) if first in order else -1
+            new = assign_replicas(brokers, added, rf, start_index=start, start_partition_id=current, rng=rng)
+        topic.partitions.update(new)
+        if validate_only:
+            return topic
+        try:
+            await store.set(topic.path, topic.to_json(), version=stat.version)
+        except BadVersionError:
+            continue  # the topic changed under us: read it again
+        return topic
+    raise AdminError("the topic kept changing while adding partitions")
+
+
+# ---- configs -------------------------------------------------------------------------------------
+
+
+async def get_topic_config(store: MetadataStore, name: str) -> dict[str, str]:
+    """The topic's overrides (not the broker defaults)."""
+    try:
+        data, _ = await store.get(znodes.topic_config_path(name))
+    except NoNodeError:
+        if await store.exists(znodes.topic_path(name)) is None:
+            raise UnknownTopicError(f"Topic '{name}' does not exist.") from None
+        return {}
+    return znodes.TopicConfig.from_json(data).config
+
+
+async def set_topic_config(store: MetadataStore, name: str, config: Mapping[str, Any]) -> dict[str, str]:
+    """Replaces the topic's overrides and writes a ``/config/changes`` notification."""
+    if await store.exists(znodes.topic_path(name)) is None:
+        raise UnknownTopicError(f"Topic '{name}' does not exist.")
+    values = validate_topic_configs(config)
+    payload = znodes.TopicConfig(values).to_json()
+    path = znodes.topic_config_path(name)
+    if await store.exists(path) is None:
+        try:
+            await store.create(path, payload, makepath=True)
+        except NodeExistsError:
+            await store.set(path, payload)
+    else:
+        await store.set(path, payload)
+    await store.ensure_path(znodes.CONFIG_CHANGES)
+    await store.create(
+        f"{znodes.CONFIG_CHANGES}/{znodes.CONFIG_CHANGE_PREFIX}",
+        znodes.config_change_notification(f"topics/{name}"),
+        sequential=True,
+    )
+    return values
+
+
+# ---- the leader's ISR changes ---------------------------------------------------------------------
+
+
+async def update_isr(
+    store: MetadataStore, topic: str, partition: int, new_state: znodes.PartitionState, zk_version: int
+) -> int:
+    """The leader's conditional write of a new ISR; returns the new zk_version.
+
+    Raises BadVersionError when the state znode is no longer at ``zk_version``
+    (the controller moved on: wait for its LeaderAndIsr)."""
+    stat = await store.set(znodes.partition_state_path(topic, partition), new_state.to_json(), version=zk_version)
+    return stat.version
+
+
+async def notify_isr_change(store: MetadataStore, partitions: Sequence[tuple[str, int]]) -> str:
+    """Tells the controller these partitions' ISRs changed (it broadcasts UpdateMetadata)."""
+    await store.ensure_path(znodes.ISR_CHANGE)
+    return await store.create(
+        f"{znodes.ISR_CHANGE}/{znodes.ISR_CHANGE_PREFIX}",
+        znodes.isr_change_notification(list(partitions)),
+        sequential=True,
+    )

@@ -1,0 +1,62 @@
+"""DescribeCluster (key 60): cluster id, controller and brokers, for admin
+clients (KIP-700: the part of Metadata that is not about topics).
+
+Flexible from v0. v1 adds endpoint_type, so an admin client that bootstraps
+from controllers can ask for their endpoints (KIP-919). v2 adds
+include_fenced_brokers and each broker's is_fenced (KIP-1073).
+"""
+
+from ..api import Api
+from ..schema import BOOL, INT8, INT16, INT32, STRING, api, array, field, struct
+
+AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
+ENDPOINT_TYPE_BROKERS = 1
+ENDPOINT_TYPE_CONTROLLERS = 2
+
+DescribeCluster = Api(
+    api(
+        60,
+        "DescribeCluster",
+        "0-2",
+        flexible="0+",
+        request=struct(
+            "DescribeClusterRequest",
+            field("include_cluster_authorized_operations", BOOL),
+            field(
+                "endpoint_type",
+                INT8,
+                "1+",
+                default=ENDPOINT_TYPE_BROKERS,
+                about="1 brokers, 2 controllers.",
+            ),
+            field("include_fenced_brokers", BOOL, "2+", default=False),
+        ),
+        response=struct(
+            "DescribeClusterResponse",
+            field("throttle_time_ms", INT32),
+            field("error_code", INT16),
+            field("error_message", STRING, nullable="0+", default=None),
+            field("endpoint_type", INT8, "1+", default=ENDPOINT_TYPE_BROKERS),
+            field("cluster_id", STRING),
+            field("controller_id", INT32, default=-1),
+            field(
+                "brokers",
+                array(
+                    struct(
+                        "DescribeClusterBroker",
+                        field("broker_id", INT32),
+                        field("host", STRING),
+                        field("port", INT32),
+                        field("rack", STRING, nullable="0+", default=None),
+                        field("is_fenced", BOOL, "2+", default=False),
+                    )
+                ),
+            ),
+            field(
+                "cluster_authorized_operations",
+                INT32,
+                default=AUTHORIZED_OPERATIONS_UNKNOWN,
+            ),
+        ),
+    )
+)

@@ -1,0 +1,65 @@
+"""DescribeGroups (key 15): state, protocol and members of classic groups.
+
+v1 adds throttle_time_ms; from v2 a throttled answer is sent before
+throttling (KIP-219). v3 adds include_authorized_operations and each group's
+authorized_operations (KIP-430). v4 adds each member's group_instance_id
+(KIP-345). v5 is flexible (KIP-482).
+"""
+
+from ..api import Api
+from ..schema import BOOL, BYTES, INT16, INT32, STRING, api, array, field, struct
+
+AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
+
+DescribeGroups = Api(
+    api(
+        15,
+        "DescribeGroups",
+        "0-5",
+        flexible="5+",
+        request=struct(
+            "DescribeGroupsRequest",
+            field("groups", array(STRING), about="The group ids to describe."),
+            field("include_authorized_operations", BOOL, "3+"),
+        ),
+        response=struct(
+            "DescribeGroupsResponse",
+            field("throttle_time_ms", INT32, "1+"),
+            field(
+                "groups",
+                array(
+                    struct(
+                        "DescribedGroup",
+                        field("error_code", INT16),
+                        field("group_id", STRING),
+                        field("group_state", STRING),
+                        field("protocol_type", STRING),
+                        field(
+                            "protocol_data", STRING, about="The chosen assignor, when the group is stable."
+                        ),
+                        field(
+                            "members",
+                            array(
+                                struct(
+                                    "DescribedGroupMember",
+                                    field("member_id", STRING),
+                                    field("group_instance_id", STRING, "4+", nullable="4+", default=None),
+                                    field("client_id", STRING),
+                                    field("client_host", STRING),
+                                    field("member_metadata", BYTES),
+                                    field("member_assignment", BYTES),
+                                )
+                            ),
+                        ),
+                        field(
+                            "authorized_operations",
+                            INT32,
+                            "3+",
+                            default=AUTHORIZED_OPERATIONS_UNKNOWN,
+                        ),
+                    )
+                ),
+            ),
+        ),
+    )
+)

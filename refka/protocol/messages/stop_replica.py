@@ -1,0 +1,86 @@
+"""StopReplica (key 5): the controller tells a broker to stop hosting (and
+possibly delete) replicas: topic deletion, reassignment, controlled shutdown.
+
+Inter-broker only, declared after Kafka 3.x's last ZooKeeper-era versions. v1
+adds broker_epoch and groups partitions by topic. v2 is flexible (KIP-482). v3
+moves delete_partitions into each partition and adds its leader_epoch, so a
+stale request can be fenced (KIP-570). v4 adds is_kraft_controller (KIP-866).
+"""
+
+from ..api import Api
+from ..schema import BOOL, INT16, INT32, INT64, STRING, api, array, field, struct
+
+StopReplica = Api(
+    api(
+        5,
+        "StopReplica",
+        "0-4",
+        flexible="2+",
+        request=struct(
+            "StopReplicaRequest",
+            field("controller_id", INT32),
+            field("is_kraft_controller", BOOL, "4+", default=False, about="KIP-866 migration; always false."),
+            field("controller_epoch", INT32),
+            field("broker_epoch", INT64, "1+", default=-1, about="The receiving broker's epoch."),
+            field("delete_partitions", BOOL, "0-2", about="Whether to delete the partitions (v0-2)."),
+            field(
+                "ungrouped_partitions",
+                array(
+                    struct(
+                        "StopReplicaPartitionV0",
+                        field("topic_name", STRING),
+                        field("partition_index", INT32),
+                    )
+                ),
+                "0",
+            ),
+            field(
+                "topics",
+                array(
+                    struct(
+                        "StopReplicaTopicV1",
+                        field("name", STRING),
+                        field("partition_indexes", array(INT32)),
+                    )
+                ),
+                "1-2",
+            ),
+            field(
+                "topic_states",
+                array(
+                    struct(
+                        "StopReplicaTopicState",
+                        field("topic_name", STRING),
+                        field(
+                            "partition_states",
+                            array(
+                                struct(
+                                    "StopReplicaPartitionState",
+                                    field("partition_index", INT32),
+                                    field("leader_epoch", INT32, default=-1, about="-2 when the topic is deleted."),
+                                    field("delete_partition", BOOL),
+                                )
+                            ),
+                        ),
+                    )
+                ),
+                "3+",
+            ),
+        ),
+        response=struct(
+            "StopReplicaResponse",
+            field("error_code", INT16),
+            field(
+                "partition_errors",
+                array(
+                    struct(
+                        "StopReplicaPartitionError",
+                        field("topic_name", STRING),
+                        field("partition_index", INT32),
+                        field("error_code", INT16),
+                    )
+                ),
+            ),
+        ),
+    )
+)

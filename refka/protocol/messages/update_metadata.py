@@ -1,0 +1,142 @@
+"""UpdateMetadata (key 6): the controller's view of brokers and partitions,
+sent to every live broker, which answers Metadata requests from it.
+
+Inter-broker only, declared after Kafka 3.x's last ZooKeeper-era versions. v1
+lists several endpoints per broker (v0 had one host and port). v2 adds rack.
+v3 adds the listener name. v4 adds offline_replicas. v5 adds broker_epoch and
+groups partitions by topic. v6 is flexible (KIP-482). v7 adds topic IDs
+(KIP-516). v8 adds is_kraft_controller and the tagged request type (KIP-866).
+
+refka extensions (tagged, flexible versions, see extensions.py): top level the
+controller_metadata_epoch (KIP-232; the controller_epoch is already there) and
+max_partition_epoch (KIP-253); per topic topic_epoch (KIP-232) and the KIP-253
+partition counts; per partition partition_epoch (KIP-232). Together they are
+what a broker needs to answer MetadataResponse's refka fields.
+"""
+
+from ..api import Api
+from ..extensions import TAG_EPOCHS, TAG_MAX_PARTITION_EPOCH, TAG_PARTITION_COUNTS
+from ..schema import BOOL, INT8, INT16, INT32, INT64, STRING, UUID, api, array, field, struct
+
+# Kafka's SecurityProtocol ids, as sent in endpoints.
+SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+def _partition_state():  # type: ignore[no-untyped-def]
+    # Kafka's common struct; declared per use so each parent class nests its own.
+    return struct(
+        "UpdateMetadataPartitionState",
+        field("topic_name", STRING, "0-4", about="The topic name; only in v0-4."),
+        field("partition_index", INT32),
+        field("controller_epoch", INT32),
+        field("leader", INT32, about="The leader's broker ID; -1 none, -2 being deleted."),
+        field("leader_epoch", INT32),
+        field("isr", array(INT32)),
+        field("zk_version", INT32, about="Version of the partition state znode."),
+        field("replicas", array(INT32)),
+        field("offline_replicas", array(INT32), "4+"),
+        field(
+            "partition_epoch",
+            INT32,
+            "6+",
+            tag=TAG_EPOCHS,
+            default=-1,
+            about="refka KIP-232: bumped when the partition is re-created.",
+        ),
+    )
+
+
+UpdateMetadata = Api(
+    api(
+        6,
+        "UpdateMetadata",
+        "0-8",
+        flexible="6+",
+        request=struct(
+            "UpdateMetadataRequest",
+            field("controller_id", INT32),
+            field("is_kraft_controller", BOOL, "8+", default=False, about="KIP-866 migration; always false."),
+            field("type", INT8, "8+", tag=0, default=0, about="0 unknown, 1 incremental, 2 full (KIP-866)."),
+            field("controller_epoch", INT32),
+            field("broker_epoch", INT64, "5+", default=-1, about="The receiving broker's epoch."),
+            field("ungrouped_partition_states", array(_partition_state()), "0-4"),
+            field(
+                "topic_states",
+                array(
+                    struct(
+                        "UpdateMetadataTopicState",
+                        field("topic_name", STRING),
+                        field("topic_id", UUID, "7+"),
+                        field("partition_states", array(_partition_state())),
+                        field(
+                            "topic_epoch",
+                            INT32,
+                            "6+",
+                            tag=TAG_EPOCHS,
+                            default=-1,
+                            about="refka KIP-232: bumped when the topic is re-created.",
+                        ),
+                        field(
+                            "partition_counts",
+                            struct(
+                                "PartitionCounts",
+                                field("initial_partition_count", INT32),
+                                field("undeleted_partition_count", INT32),
+                            ),
+                            "6+",
+                            tag=TAG_PARTITION_COUNTS,
+                            default=None,
+                            about="refka KIP-253: the counts producers hash keys over.",
+                        ),
+                    )
+                ),
+                "5+",
+            ),
+            field(
+                "live_brokers",
+                array(
+                    struct(
+                        "UpdateMetadataBroker",
+                        field("id", INT32),
+                        field("v0_host", STRING, "0", about="v0's single endpoint."),
+                        field("v0_port", INT32, "0"),
+                        field(
+                            "endpoints",
+                            array(
+                                struct(
+                                    "UpdateMetadataEndpoint",
+                                    field("port", INT32),
+                                    field("host", STRING),
+                                    field("listener", STRING, "3+"),
+                                    field("security_protocol", INT16),
+                                )
+                            ),
+                            "1+",
+                        ),
+                        field("rack", STRING, "2+", nullable="0+", default=None),
+                    )
+                ),
+            ),
+            field(
+                "controller_metadata_epoch",
+                INT32,
+                "6+",
+                tag=TAG_EPOCHS,
+                default=-1,
+                about="refka KIP-232: 0 after an election, +1 per broadcast.",
+            ),
+            field(
+                "max_partition_epoch",
+                INT32,
+                "6+",
+                tag=TAG_MAX_PARTITION_EPOCH,
+                default=-1,
+                about="refka KIP-253: the highest partition_epoch in the cluster.",
+            ),
+        ),
+        response=struct(
+            "UpdateMetadataResponse",
+            field("error_code", INT16),
+        ),
+    )
+)
