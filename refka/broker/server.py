@@ -67,6 +67,7 @@ class Cluster:
         side = ControllerSide(b, self.store)
         b.controller_side = side
         await side.start()
+        b.spawn(b.replicas.retention_loop(cfg["log.retention.check.interval.ms"]))
         self.brokers.append(b)
         self.sides.append(side)
         return b
