@@ -1,5 +1,7 @@
 """A private ZooKeeper server from Debian's ``zookeeper`` package, for tests.
 
+    from tests.zk import ZooKeeperServer
+
     server = ZooKeeperServer(tmp_dir)
     server.start()            # free loopback port, waits for ruok -> imok
     ZooKeeperStore(server.connect + "/my-chroot")

@@ -7,8 +7,9 @@ as Kafka does and raises an ``AdminError`` whose ``error_code`` is the
 answer for the client.
 
 Also here, for the broker's own lifecycle: ``ensure_cluster`` (persistent
-paths and the cluster id), ``register_broker`` (the ephemeral
-``/brokers/ids/<id>``), and the ISR-change path of the replica manager.
+paths and the cluster id), ``register_broker`` / ``BrokerRegistration`` (the
+ephemeral ``/brokers/ids/<id>``, kept across session expiry), and the
+ISR-change path of the replica manager.
 
 ISR changes (the choice, and how to use it). Like Kafka before KIP-497, the
 partition *leader* writes a shrunk or expanded ISR itself:
@@ -24,15 +25,20 @@ notification. This works the same in one process and across processes.
 
 from __future__ import annotations
 
+import asyncio
 import random
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
+
+import structlog
 
 from refka.protocol.errors import ErrorCode
 
-from . import znodes
-from .store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError
+from . import topic_config, znodes
+from .store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError, SessionState, StoreError
+
+log = structlog.get_logger("refka.controller.admin")
 
 MAX_TOPIC_NAME = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
@@ -87,7 +93,7 @@ def validate_topic_name(name: str) -> None:
     if not name:
         raise InvalidTopicError("Topic name is illegal, it can't be empty")
     if name in (".", ".."):
-        raise InvalidTopicError("Topic name cannot be \".\" or \"..\"")
+        raise InvalidTopicError('Topic name cannot be "." or ".."')
     if len(name) > MAX_TOPIC_NAME:
         raise InvalidTopicError(f"Topic name is illegal, it can't be longer than {MAX_TOPIC_NAME} characters")
     if not _LEGAL.match(name):
@@ -100,79 +106,12 @@ def _collision_key(name: str) -> str:
     return name.replace(".", "_")
 
 
-_INT = "int"
-_BOOL = "bool"
-_DOUBLE = "double"
-_STR = "str"
-
-# Kafka's topic-level configs (LogConfig), with their value types; and KIP-253's.
-TOPIC_CONFIGS: dict[str, str] = {
-    "cleanup.policy": _STR,
-    "compression.type": _STR,
-    "delete.retention.ms": _INT,
-    "file.delete.delay.ms": _INT,
-    "flush.messages": _INT,
-    "flush.ms": _INT,
-    "follower.replication.throttled.replicas": _STR,
-    "index.interval.bytes": _INT,
-    "leader.replication.throttled.replicas": _STR,
-    "local.retention.bytes": _INT,
-    "local.retention.ms": _INT,
-    "max.compaction.lag.ms": _INT,
-    "max.message.bytes": _INT,
-    "message.downconversion.enable": _BOOL,
-    "message.format.version": _STR,
-    "message.timestamp.after.max.ms": _INT,
-    "message.timestamp.before.max.ms": _INT,
-    "message.timestamp.difference.max.ms": _INT,
-    "message.timestamp.type": _STR,
-    "min.cleanable.dirty.ratio": _DOUBLE,
-    "min.compaction.lag.ms": _INT,
-    "min.insync.replicas": _INT,
-    "preallocate": _BOOL,
-    "remote.storage.enable": _BOOL,
-    "retention.bytes": _INT,
-    "retention.ms": _INT,
-    "segment.bytes": _INT,
-    "segment.index.bytes": _INT,
-    "segment.jitter.ms": _INT,
-    "segment.ms": _INT,
-    "unclean.leader.election.enable": _BOOL,
-    "enable.ordered.delivery": _BOOL,  # KIP-253
-}
-_CHOICES = {
-    "compression.type": {"uncompressed", "zstd", "lz4", "snappy", "gzip", "producer"},
-    "message.timestamp.type": {"CreateTime", "LogAppendTime"},
-}
-
-
 def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, str]:
-    """Known names, values of the right type; returns them as strings (as stored)."""
-    out: dict[str, str] = {}
-    for name, value in configs.items():
-        kind = TOPIC_CONFIGS.get(name)
-        if kind is None:
-            raise InvalidConfigError(f"Unknown topic config name: {name}")
-        if value is None:
-            raise InvalidConfigError(f"Null value not supported for topic config {name}")
-        text = str(value).lower() if isinstance(value, bool) else str(value)
-        try:
-            if kind == _INT:
-                int(text)
-            elif kind == _DOUBLE:
-                float(text)
-            elif kind == _BOOL and text.lower() not in ("true", "false"):
-                raise ValueError(text)
-        except ValueError:
-            raise InvalidConfigError(f"Invalid value {text} for configuration {name}") from None
-        if name in _CHOICES and text not in _CHOICES[name]:
-            raise InvalidConfigError(f"Invalid value {text} for configuration {name}")
-        if name == "cleanup.policy" and not set(text.split(",")) <= {"delete", "compact"}:
-            raise InvalidConfigError(f"Invalid value {text} for configuration {name}")
-        if name == "min.insync.replicas" and int(text) < 1:
-            raise InvalidConfigError(f"Invalid value {text} for configuration {name}: must be at least 1")
-        out[name] = text
-    return out
+    """Known names, valid values (topic_config.py); returns them as strings (as stored)."""
+    try:
+        return topic_config.validate_topic_configs(configs)
+    except topic_config.ConfigError as e:
+        raise InvalidConfigError(str(e)) from None
 
 
 # ---- replica assignment ------------------------------------------------------------------------
@@ -332,6 +271,64 @@ async def register_broker(store: MetadataStore, info: znodes.BrokerInfo) -> int:
     return stat.czxid if stat is not None else -1
 
 
+class BrokerRegistration:
+    """Keeps ``/brokers/ids/<id>`` registered on ``store``'s session.
+
+    ``start()`` registers and returns the broker epoch; after the session is
+    LOST and a new one CONNECTED, it registers again (a new broker epoch,
+    reported to ``on_registered``); ``stop()`` deregisters, so the controller
+    sees the broker leave at once rather than at session expiry.
+    """
+
+    def __init__(
+        self,
+        store: MetadataStore,
+        info: znodes.BrokerInfo,
+        on_registered: Callable[[int], object] | None = None,
+    ) -> None:
+        self.store = store
+        self.info = info
+        self.epoch = -1
+        self._on_registered = on_registered
+        self._lost = False
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> int:
+        self.store.add_listener(self._on_state)
+        self.epoch = await register_broker(self.store, self.info)
+        return self.epoch
+
+    async def stop(self) -> None:
+        self.store.remove_listener(self._on_state)
+        if self._task is not None:
+            self._task.cancel()
+        try:
+            await deregister_broker(self.store, self.info.broker_id)
+        except StoreError:
+            pass  # the session is gone, and the node with it
+
+    def _on_state(self, state: SessionState) -> None:
+        if state == SessionState.LOST:
+            self._lost = True
+        elif state == SessionState.CONNECTED and self._lost:
+            self._lost = False
+            self._task = asyncio.get_running_loop().create_task(self._register_again())
+
+    async def _register_again(self) -> None:
+        for _ in range(50):
+            try:
+                self.epoch = await register_broker(self.store, self.info)
+            except StoreError as e:
+                log.info("broker_reregister_retry", broker=self.info.broker_id, reason=repr(e))
+                await asyncio.sleep(0.2)
+                continue
+            log.info("broker_reregistered", broker=self.info.broker_id, broker_epoch=self.epoch)
+            if self._on_registered is not None:
+                self._on_registered(self.epoch)
+            return
+        log.error("broker_reregister_failed", broker=self.info.broker_id)
+
+
 async def deregister_broker(store: MetadataStore, broker_id: int) -> None:
     """Removes our ``/brokers/ids/<id>`` (before a clean stop, so the controller reacts at once)."""
     path = znodes.broker_path(broker_id)
@@ -398,10 +395,10 @@ async def create_topic(
     else:
         assignment = assign_replicas(brokers, num_partitions, replication_factor, rng=rng)
     config = validate_topic_configs(configs or {})
-    if await store.exists(znodes.topic_path(name)) is not None:
-        raise TopicExistsError(f"Topic '{name}' already exists.")
     if await store.exists(znodes.delete_topic_path(name)) is not None:
         raise TopicExistsError(f"Topic '{name}' is marked for deletion.")
+    if await store.exists(znodes.topic_path(name)) is not None:
+        raise TopicExistsError(f"Topic '{name}' already exists.")
     key = _collision_key(name)
     clashes = [t for t in await list_topics(store) if t != name and _collision_key(t) == key]
     if clashes:
@@ -478,8 +475,15 @@ async def create_partitions(
             )
         if new_total == current:
             raise InvalidPartitionsError(f"Topic already has {current} partitions.")
-        if 0 <= topic.undeleted_partition_count < current:
-            raise InvalidPartitionsError("Partitions of this topic are marked for deletion (KIP-253).")
+        # KIP-253: no expansion while partitions are marked for deletion (only
+        # partitions at or above undeleted_partition_count can be).
+        for p in range(max(0, topic.undeleted_partition_count), current):
+            try:
+                pdata, _ = await store.get(znodes.partition_path(name, p))
+            except NoNodeError:
+                continue
+            if znodes.PartitionZnode.from_json(pdata).marked_for_deletion:
+                raise InvalidPartitionsError("Partitions of this topic are marked for deletion (KIP-253).")
         rf = len(topic.partitions[0]) if topic.partitions else 1
         added = new_total - current
         if assignment is not None:
@@ -556,7 +560,9 @@ async def update_isr(
 
     Raises BadVersionError when the state znode is no longer at ``zk_version``
     (the controller moved on: wait for its LeaderAndIsr)."""
-    stat = await store.set(znodes.partition_state_path(topic, partition), new_state.to_json(), version=zk_version)
+    stat = await store.set(
+        znodes.partition_state_path(topic, partition), new_state.to_json(), version=zk_version
+    )
     return stat.version
 
 

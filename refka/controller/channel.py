@@ -133,12 +133,24 @@ class _BrokerSender:
                 version = self._version(item.api)
                 response = await conn.request(item.api, item.request, version)
             except UnsupportedByBrokerError as e:
-                log.error("controller_request_unsupported", broker=self.info.broker_id, api=item.api.name, error=str(e))
+                log.error(
+                    "controller_request_unsupported",
+                    broker=self.info.broker_id,
+                    api=item.api.name,
+                    error=str(e),
+                )
                 self.queue.popleft()
                 if not item.future.done():
                     item.future.set_exception(e)
                 continue
-            except (KafkaConnectionError, OSError) as e:
+            except Exception as e:
+                if not isinstance(e, (KafkaConnectionError, OSError)):
+                    # Our bug (an unencodable request, say): drop it rather than block the queue.
+                    log.exception("controller_request_failed", broker=self.info.broker_id, api=item.api.name)
+                    self.queue.popleft()
+                    if not item.future.done():
+                        item.future.set_exception(e)
+                    continue
                 log.info(
                     "controller_request_retry",
                     broker=self.info.broker_id,

@@ -141,7 +141,9 @@ class _Batch:
     """Requests collected while handling one event, sent together at its end
     (LeaderAndIsr, then UpdateMetadata, then StopReplica, like Kafka's)."""
 
-    leader_and_isr: dict[int, dict[TP, bool]] = field(default_factory=lambda: defaultdict(dict))  # broker -> tp -> is_new
+    leader_and_isr: dict[int, dict[TP, bool]] = field(
+        default_factory=lambda: defaultdict(dict)
+    )  # broker -> tp -> is_new
     full_leader_and_isr: set[int] = field(default_factory=set)
     update_metadata: set[TP] = field(default_factory=set)
     deleted: dict[TP, PartitionState] = field(default_factory=dict)
@@ -168,7 +170,9 @@ class Controller:
         self.store = store
         self.broker_id = broker_id
         self.channel = channel
-        self.config = config if isinstance(config, ControllerConfig) else ControllerConfig.from_properties(config)
+        self.config = (
+            config if isinstance(config, ControllerConfig) else ControllerConfig.from_properties(config)
+        )
         self.election = ControllerElection(store, broker_id, self._on_elected, self._on_resigned)
         self._events: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
         self._task: asyncio.Task[None] | None = None
@@ -247,6 +251,8 @@ class Controller:
         self.states: dict[TP, PartitionState] = {}
         self.state_versions: dict[TP, int] = {}
         self.shutting_down: set[int] = set()
+        self._failed_pending: set[int] = set()
+        self._started_pending: set[int] = set()
         self.topic_configs: dict[str, dict[str, str]] = {}
         self.max_partition_epoch = 0
         self._partition_epoch_version = -1
@@ -296,27 +302,35 @@ class Controller:
     async def _run(self) -> None:
         while True:
             event = await self._events.get()
-            kind = event[0]
             try:
-                await self._handle(event)
+                await self._dispatch(event)
             except asyncio.CancelledError:
                 raise
-            except ControllerFencedError:
-                log.warning("controller_fenced", broker=self.broker_id, epoch=self.epoch)
-                self._resign()
-                self.election.fenced()
-            except ConnectionClosedError:
+            except Exception:  # the loop must outlive any bug in one event
+                log.exception("controller_event_loop_error", kind=event[0])
+
+    async def _dispatch(self, event: tuple[Any, ...]) -> None:
+        kind = event[0]
+        try:
+            await self._handle(event)
+        except asyncio.CancelledError:
+            raise
+        except ControllerFencedError:
+            log.warning("controller_fenced", broker=self.broker_id, epoch=self.epoch)
+            self._resign()
+            self.election.fenced()
+        except ConnectionClosedError:
+            self._fail_request(event, ErrorCode.NOT_CONTROLLER)
+        except (_Retry, StoreError) as e:
+            log.info("controller_event_retry", kind=kind, reason=repr(e))
+            if self._active and kind not in ("sync",):
+                loop = asyncio.get_running_loop()
+                loop.call_later(self.config.retry_backoff, self._events.put_nowait, event)
+            else:
                 self._fail_request(event, ErrorCode.NOT_CONTROLLER)
-            except (_Retry, StoreError) as e:
-                log.info("controller_event_retry", event=kind, reason=repr(e))
-                if self._active and kind not in ("sync",):
-                    loop = asyncio.get_running_loop()
-                    loop.call_later(self.config.retry_backoff, self._events.put_nowait, event)
-                else:
-                    self._fail_request(event, ErrorCode.NOT_CONTROLLER)
-            except Exception:
-                log.exception("controller_event_failed", event=kind)
-                self._fail_request(event, ErrorCode.UNKNOWN_SERVER_ERROR)
+        except Exception:
+            log.exception("controller_event_failed", kind=kind)
+            self._fail_request(event, ErrorCode.UNKNOWN_SERVER_ERROR)
 
     def _fail_request(self, event: tuple[Any, ...], error: ErrorCode) -> None:
         fut = event[-1] if event and isinstance(event[-1], asyncio.Future) else None
@@ -355,13 +369,13 @@ class Controller:
         elif kind == "isr_change":
             await self._on_isr_change()
         elif kind == "controlled_shutdown":
-            result = await self._on_controlled_shutdown(event[1], event[2])
+            shutdown = await self._on_controlled_shutdown(event[1], event[2])
             if not event[3].done():
-                event[3].set_result(result)
+                event[3].set_result(shutdown)
         elif kind == "elect_preferred":
-            result = await self._on_elect_preferred(event[1])
+            elected = await self._on_elect_preferred(event[1])
             if not event[2].done():
-                event[2].set_result(result)
+                event[2].set_result(elected)
 
     # ---- fenced writes -----------------------------------------------------------------------
 
@@ -528,6 +542,8 @@ class Controller:
             await self._load_topic(name)
             if name in self.topics:
                 log.info("topic_created", topic=name, partitions=len(self.topics[name].partitions))
+        for name in sorted(names & set(self.topics)):
+            if self._incomplete(name):  # new, or left unfinished by a retried event
                 await self._complete_topic(name, batch)
         for name in sorted(set(self.topics) - names):
             # Removed behind the controller's back (not through /admin/delete_topics).
@@ -548,7 +564,9 @@ class Controller:
             log.warning("topic_replaced", topic=name)
         self.topics[name] = topic
         self.topic_versions[name] = stat.version
-        if 0 <= topic.undeleted_partition_count < len(old.partitions) and len(topic.partitions) <= len(old.partitions):
+        if 0 <= topic.undeleted_partition_count < len(old.partitions) and len(topic.partitions) <= len(
+            old.partitions
+        ):
             await self._on_partition_shrink(name, topic.undeleted_partition_count)
             return
         if len(topic.partitions) > len(old.partitions) or any(
@@ -557,6 +575,14 @@ class Controller:
             batch = _Batch()
             await self._complete_topic(name, batch)
             await self._send(batch)
+
+    def _incomplete(self, name: str) -> bool:
+        t = self.topics[name]
+        if t.topic_epoch < 0 or t.initial_partition_count < 0 or t.undeleted_partition_count < 0:
+            return True
+        return any(
+            (name, p) not in self.partition_znodes or (name, p) not in self.states for p in t.partitions
+        )
 
     async def _on_partition_shrink(self, name: str, undeleted: int) -> None:
         """KIP-253 step 3 (partition deletion): not implemented yet."""
@@ -586,7 +612,11 @@ class Controller:
             ops: list[tuple[Any, ...]] = [("set", changed.path, changed.to_json(), self.topic_versions[name])]
             if claim is not None:
                 ops.append(claim)
-            results = await self._commit(ops)
+            try:
+                results = await self._commit(ops)
+            except BadVersionError as e:
+                await self._conflict(name)
+                raise _Retry(f"topic {name} changed under the controller") from e
             if claim is not None:
                 self._claimed_epochs(1)
             self.topics[name] = topic = changed
@@ -628,7 +658,9 @@ class Controller:
         batch.update_metadata |= set(bumped)
         return before
 
-    async def _create_partitions(self, name: str, partitions: list[int], after_creation: dict[int, int], batch: _Batch) -> None:
+    async def _create_partitions(
+        self, name: str, partitions: list[int], after_creation: dict[int, int], batch: _Batch
+    ) -> None:
         """Partition znodes (epochs from the counter) and states for new partitions."""
         first, claim = await self._allocate_epochs(len(partitions))
         await self.store.ensure_path(znodes.partitions_path(name))
@@ -640,9 +672,9 @@ class Controller:
             ops.append(("create", znodes.partition_path(name, p), pz.to_json(), False, False))
         try:
             await self._commit(ops)
-        except NodeExistsError as e:
-            # Someone created one of them meanwhile (not a controller: it would be fenced): re-read.
-            await self._load_topic(name)
+        except (NodeExistsError, BadVersionError) as e:
+            # Someone wrote there meanwhile (not a controller: it would be fenced): re-read.
+            await self._conflict(name)
             raise _Retry(str(e)) from e
         self._claimed_epochs(len(partitions))
         self.partition_znodes.update(made)
@@ -654,6 +686,11 @@ class Controller:
             leader_epoch_after_creation=after_creation or None,
         )
         await self._create_states(list(made), batch)
+
+    async def _conflict(self, name: str) -> None:
+        """After a conditional write lost: re-read the topic and the epoch counter."""
+        await self._read_partition_epoch()
+        await self._load_topic(name)
 
     async def _create_states(self, tps: list[TP], batch: _Batch) -> None:
         """New -> Online: the first live replica leads, at leader_epoch 0."""
@@ -688,7 +725,9 @@ class Controller:
                 self.rstates.transition((*tp, r), R.ONLINE if r in self.live else R.OFFLINE)
             batch.add_leader_and_isr([r for r in self._replicas(tp) if r in self.live], tp, is_new=True)
             batch.update_metadata.add(tp)
-            log.info("leader_elected", topic=tp[0], partition=tp[1], leader=s.leader, leader_epoch=s.leader_epoch)
+            log.info(
+                "leader_elected", topic=tp[0], partition=tp[1], leader=s.leader, leader_epoch=s.leader_epoch
+            )
 
     def _forget_topic(self, name: str, batch: _Batch) -> None:
         for tp in self._partitions_of(name):
@@ -757,7 +796,11 @@ class Controller:
         except StoreError as e:
             # Something unexpected under the topic: remove what is there, piece by piece.
             log.info("topic_delete_fallback", topic=name, reason=repr(e))
-            for path in (znodes.topic_path(name), znodes.topic_config_path(name), znodes.delete_topic_path(name)):
+            for path in (
+                znodes.topic_path(name),
+                znodes.topic_config_path(name),
+                znodes.delete_topic_path(name),
+            ):
                 try:
                     await self.store.delete(path, recursive=True)
                 except NoNodeError:
@@ -769,74 +812,87 @@ class Controller:
         found = await self._read_brokers()
         dead = {b for b in self.live if b not in found or found[b][1] != self.broker_epochs.get(b)}
         started = {b for b in found if b not in self.live or b in dead}
-        if not dead and not started:
-            # Same brokers; endpoints may still have changed (a re-registration with the same epoch cannot).
-            return
         for b in dead:
             self.live.pop(b, None)
             self.broker_epochs.pop(b, None)
         for b in started:
             self.live[b] = found[b][0]
             self.broker_epochs[b] = found[b][1]
-        self.channel.update_brokers(self.live)
+        if dead or started:
+            self.channel.update_brokers(self.live)
+            if dead:
+                log.info("brokers_failed", brokers=sorted(dead))
+            if started:
+                log.info("brokers_started", brokers=sorted(started))
+        # Kept until handled: a retried event (after a conflicting write) still knows.
+        self._failed_pending |= dead
+        self._started_pending |= started
+        if not self._failed_pending and not self._started_pending:
+            return
         batch = _Batch()
         batch.update_metadata_brokers = True
-        if dead:
-            log.info("brokers_failed", brokers=sorted(dead))
-            await self._on_brokers_failed(dead - started, batch)
-            bounced = dead & started
-            if bounced:
-                await self._on_brokers_failed(bounced, batch, still_live=True)
-        if started:
-            log.info("brokers_started", brokers=sorted(started))
-            await self._on_brokers_started(started, batch)
+        if self._failed_pending:
+            # A failed broker that is live again re-registered (a bounce): it is
+            # not a candidate in these elections, and it leaves the ISRs.
+            await self._on_brokers_failed(self._failed_pending, batch, self._failed_pending & set(self.live))
+        if self._started_pending:
+            await self._on_brokers_started(self._started_pending & set(self.live), batch)
+        self._failed_pending.clear()
+        self._started_pending.clear()
         await self._send(batch)
 
-    async def _on_brokers_failed(self, dead: set[int], batch: _Batch, still_live: bool = False) -> None:
-        """Leaders on ``dead`` are replaced from the ISR; ``dead`` leaves ISRs.
-        ``still_live``: the brokers came back already (a bounce): the same
-        elections, with them excluded as candidates."""
+    async def _on_brokers_failed(self, dead: set[int], batch: _Batch, bounced: set[int]) -> None:
+        """Partitions whose leader is not a live candidate get one from the ISR;
+        ISRs keep only live candidates. Worked out from the states, not from
+        ``dead`` alone, so handling it twice changes nothing the second time."""
         self.shutting_down -= dead
-        live = {b for b in self.live if b not in dead}
+        candidates = {b for b in self.live if b not in bounced}
         epoch = self.election.epoch
         new: dict[TP, PartitionState] = {}
         for tp in self._all_partitions():
             replicas = self._replicas(tp)
-            hit = [r for r in replicas if r in dead]
-            if not hit:
-                continue
-            for r in hit:
+            for r in replicas:
                 key = (*tp, r)
-                if self.rstates.state(key) in (R.NEW, R.ONLINE, R.OFFLINE):
+                if r not in candidates and self.rstates.state(key) in (R.NEW, R.ONLINE, R.OFFLINE):
                     self.rstates.transition(key, R.OFFLINE)
             s = self.states.get(tp)
             if s is None:
                 continue
-            if s.leader in dead or s.leader == NO_LEADER:
+            if s.leader not in candidates:
                 if self.pstates.state(tp) in (P.NEW, P.ONLINE, P.OFFLINE):
                     self.pstates.transition(tp, P.OFFLINE)
-                e = elect_offline(s, replicas, live, epoch, self._unclean(tp[0]))
+                e = elect_offline(s, replicas, candidates, epoch, self._unclean(tp[0]))
                 if e.state is not None:
                     new[tp] = e.state
                     if e.unclean:
-                        log.warning("unclean_leader_elected", topic=tp[0], partition=tp[1], leader=e.state.leader)
-                else:
-                    isr = tuple(r for r in s.isr if r not in dead) or s.isr
-                    if s.leader != NO_LEADER or isr != s.isr:
-                        new[tp] = PartitionState(NO_LEADER, s.leader_epoch + 1, isr, epoch, s.leader_recovery_state)
+                        log.warning(
+                            "unclean_leader_elected", topic=tp[0], partition=tp[1], leader=e.state.leader
+                        )
+                    continue
+                # No eligible leader: none, and the ISR as it was (never empty) for when one returns.
+                isr = tuple(r for r in s.isr if r in candidates) or s.isr
+                if s.leader != NO_LEADER or isr != s.isr:
+                    new[tp] = PartitionState(
+                        NO_LEADER, s.leader_epoch + 1, isr, epoch, s.leader_recovery_state
+                    )
                     log.warning("partition_offline", topic=tp[0], partition=tp[1], reason=e.reason)
-            elif any(r in dead for r in s.isr):
-                isr = tuple(r for r in s.isr if r not in dead)
+            elif any(r not in candidates for r in s.isr):
+                isr = tuple(r for r in s.isr if r in candidates)
                 new[tp] = PartitionState(s.leader, s.leader_epoch + 1, isr, epoch, s.leader_recovery_state)
         await self._write_states(new)
         for tp, s in new.items():
             if s.leader != NO_LEADER and self.pstates.state(tp) is not P.ONLINE:
                 self.pstates.transition(tp, P.ONLINE)
-            targets = [r for r in self._replicas(tp) if r in self.live and (r not in dead or still_live)]
-            batch.add_leader_and_isr(targets, tp)
+            batch.add_leader_and_isr([r for r in self._replicas(tp) if r in self.live], tp)
             batch.update_metadata.add(tp)
             if s.leader != NO_LEADER:
-                log.info("leader_elected", topic=tp[0], partition=tp[1], leader=s.leader, leader_epoch=s.leader_epoch)
+                log.info(
+                    "leader_elected",
+                    topic=tp[0],
+                    partition=tp[1],
+                    leader=s.leader,
+                    leader_epoch=s.leader_epoch,
+                )
         for tp in self._all_partitions():
             if any(r in dead for r in self._replicas(tp)):
                 batch.update_metadata.add(tp)  # offline_replicas changed
@@ -860,7 +916,9 @@ class Controller:
         ]
         await self._elect_offline(offline, batch)
         # Partitions that never got a state (no live replica at creation).
-        waiting = [tp for tp in self._all_partitions() if tp not in self.states and tp in self.partition_znodes]
+        waiting = [
+            tp for tp in self._all_partitions() if tp not in self.states and tp in self.partition_znodes
+        ]
         if waiting:
             await self._create_states(waiting, batch)
 
@@ -882,7 +940,9 @@ class Controller:
                 self.pstates.transition(tp, P.ONLINE)
             batch.add_leader_and_isr([r for r in self._replicas(tp) if r in self.live], tp)
             batch.update_metadata.add(tp)
-            log.info("leader_elected", topic=tp[0], partition=tp[1], leader=s.leader, leader_epoch=s.leader_epoch)
+            log.info(
+                "leader_elected", topic=tp[0], partition=tp[1], leader=s.leader, leader_epoch=s.leader_epoch
+            )
 
     # ---- controlled shutdown, preferred election, ISR changes ------------------------------------------
 
@@ -907,20 +967,28 @@ class Controller:
                     new[tp] = e.state
             elif broker_id in s.isr:
                 new[tp] = PartitionState(
-                    s.leader, s.leader_epoch + 1, tuple(r for r in s.isr if r != broker_id), epoch, s.leader_recovery_state
+                    s.leader,
+                    s.leader_epoch + 1,
+                    tuple(r for r in s.isr if r != broker_id),
+                    epoch,
+                    s.leader_recovery_state,
                 )
                 stop.append(tp)
         await self._write_states(new)
         batch = _Batch()
         for tp in new:
             # The broker follows where it led; where it followed, it stops (StopReplica).
-            targets = [r for r in self._replicas(tp) if r in self.live and not (r == broker_id and tp in stop)]
+            targets = [
+                r for r in self._replicas(tp) if r in self.live and not (r == broker_id and tp in stop)
+            ]
             batch.add_leader_and_isr(targets, tp)
             batch.update_metadata.add(tp)
         for tp in stop:
             batch.stop_replica[broker_id][tp] = (False, new[tp].leader_epoch)
         await self._send(batch)
-        remaining = [tp for tp in self._all_partitions() if tp in self.states and self.states[tp].leader == broker_id]
+        remaining = [
+            tp for tp in self._all_partitions() if tp in self.states and self.states[tp].leader == broker_id
+        ]
         log.info("controlled_shutdown_done", broker=broker_id, moved=len(new), remaining=len(remaining))
         return ErrorCode.NONE, remaining
 
@@ -1035,7 +1103,9 @@ class Controller:
             live_leaders=live_leaders,
         )
 
-    def _update_metadata(self, broker_id: int, tps: Iterable[TP], deleted: Mapping[TP, PartitionState], metadata_epoch: int) -> Any:
+    def _update_metadata(
+        self, broker_id: int, tps: Iterable[TP], deleted: Mapping[TP, PartitionState], metadata_epoch: int
+    ) -> Any:
         Req = UpdateMetadata.Request
         TS = Req.UpdateMetadataTopicState
         PS = TS.UpdateMetadataPartitionState
@@ -1043,14 +1113,14 @@ class Controller:
         by_topic: dict[str, list[Any]] = defaultdict(list)
         for tp in sorted(tps):
             if tp in deleted:
-                s = deleted[tp]
+                gone = deleted[tp]
                 by_topic[tp[0]].append(
                     PS(
                         partition_index=tp[1],
                         controller_epoch=epoch,
                         leader=LEADER_DURING_DELETE,
-                        leader_epoch=s.leader_epoch,
-                        isr=list(s.isr),
+                        leader_epoch=gone.leader_epoch,
+                        isr=list(gone.isr),
                         zk_version=0,
                         replicas=[],
                         offline_replicas=[],
@@ -1126,7 +1196,11 @@ class Controller:
             full = b in batch.full_leader_and_isr
             parts: dict[TP, bool] = {}
             if full:
-                parts = {tp: False for tp in self._all_partitions() if b in self._replicas(tp) and tp in self.states}
+                parts = {
+                    tp: False
+                    for tp in self._all_partitions()
+                    if b in self._replicas(tp) and tp in self.states
+                }
             parts.update(batch.leader_and_isr.get(b, {}))
             if not parts and not full:
                 continue
@@ -1139,13 +1213,20 @@ class Controller:
         if not self._active:
             return
         self._send_leader_and_isr(batch)
-        if batch.update_metadata or batch.update_metadata_all or batch.update_metadata_brokers or batch.deleted:
+        if (
+            batch.update_metadata
+            or batch.update_metadata_all
+            or batch.update_metadata_brokers
+            or batch.deleted
+        ):
             metadata_epoch = self.election.next_metadata_epoch()
             everything = self._all_partitions()
             for b in sorted(self.live):
                 full = batch.update_metadata_all or b in batch.update_metadata_full_to
                 tps = everything if full else sorted(batch.update_metadata | set(batch.deleted))
-                self.channel.send(b, UpdateMetadata, self._update_metadata(b, tps, batch.deleted, metadata_epoch))
+                self.channel.send(
+                    b, UpdateMetadata, self._update_metadata(b, tps, batch.deleted, metadata_epoch)
+                )
         for b, parts in sorted(batch.stop_replica.items()):
             if b not in self.live or not parts:
                 continue
@@ -1154,7 +1235,9 @@ class Controller:
             by_topic: dict[str, list[Any]] = defaultdict(list)
             for (t, p), (delete, leader_epoch) in sorted(parts.items()):
                 by_topic[t].append(
-                    TS.StopReplicaPartitionState(partition_index=p, leader_epoch=leader_epoch, delete_partition=delete)
+                    TS.StopReplicaPartitionState(
+                        partition_index=p, leader_epoch=leader_epoch, delete_partition=delete
+                    )
                 )
             req = Req(
                 controller_id=self.broker_id,

@@ -187,7 +187,9 @@ class ControllerElection:
             try:
                 await (
                     store.transaction()
-                    .create(znodes.CONTROLLER, znodes.ControllerZnode(self.broker_id).to_json(), ephemeral=True)
+                    .create(
+                        znodes.CONTROLLER, znodes.ControllerZnode(self.broker_id).to_json(), ephemeral=True
+                    )
                     .set_data(znodes.CONTROLLER_EPOCH, znodes.encode_int(epoch + 1), version=version)
                     .commit()
                 )

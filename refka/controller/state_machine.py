@@ -92,8 +92,8 @@ class _StateMachine(Generic[K, S]):
     """States by key; an absent key is NON_EXISTENT, and going there forgets it."""
 
     def __init__(self, transitions: dict[S, frozenset[S]], initial: S) -> None:
-        self._transitions = transitions
-        self._initial = initial
+        self._transitions: dict[S, frozenset[S]] = transitions
+        self._initial: S = initial
         self.states: dict[K, S] = {}
 
     def state(self, key: K) -> S:
@@ -153,7 +153,9 @@ def offline_partition_leader(
     return None, False
 
 
-def preferred_replica_leader(assignment: Sequence[int], isr: Collection[int], live: Collection[int]) -> int | None:
+def preferred_replica_leader(
+    assignment: Sequence[int], isr: Collection[int], live: Collection[int]
+) -> int | None:
     if assignment and assignment[0] in live and assignment[0] in isr:
         return assignment[0]
     return None
@@ -184,7 +186,9 @@ class Election:
     reason: str = ""
 
 
-def initial_state(assignment: Sequence[int], live: Collection[int], controller_epoch: int) -> PartitionState | None:
+def initial_state(
+    assignment: Sequence[int], live: Collection[int], controller_epoch: int
+) -> PartitionState | None:
     """New partition: the live replicas form the ISR, the first of them leads, epoch 0."""
     isr = tuple(r for r in assignment if r in live)
     if not isr:
@@ -201,7 +205,9 @@ def elect_offline(
 ) -> Election:
     leader, was_unclean = offline_partition_leader(assignment, current.isr, live, unclean)
     if leader is None:
-        return Election(None, reason="no live replica in the ISR" + ("" if unclean else " (unclean disabled)"))
+        return Election(
+            None, reason="no live replica in the ISR" + ("" if unclean else " (unclean disabled)")
+        )
     isr = tuple(r for r in current.isr if r in live) if leader in current.isr else (leader,)
     return Election(
         PartitionState(
@@ -223,7 +229,11 @@ def elect_preferred(
         return Election(None, reason="the preferred replica is not live or not in the ISR")
     if leader == current.leader:
         return Election(None, reason="the preferred replica already leads")
-    return Election(replace(current, leader=leader, leader_epoch=current.leader_epoch + 1, controller_epoch=controller_epoch))
+    return Election(
+        replace(
+            current, leader=leader, leader_epoch=current.leader_epoch + 1, controller_epoch=controller_epoch
+        )
+    )
 
 
 def elect_controlled_shutdown(
@@ -246,10 +256,16 @@ def elect_reassignment(
     leader = reassignment_leader(target, current.isr, live)
     if leader is None:
         return Election(None, reason="no target replica is live and in the ISR")
-    return Election(replace(current, leader=leader, leader_epoch=current.leader_epoch + 1, controller_epoch=controller_epoch))
+    return Election(
+        replace(
+            current, leader=leader, leader_epoch=current.leader_epoch + 1, controller_epoch=controller_epoch
+        )
+    )
 
 
-def remove_replica_from_isr(current: PartitionState, replica: int, controller_epoch: int) -> PartitionState | None:
+def remove_replica_from_isr(
+    current: PartitionState, replica: int, controller_epoch: int
+) -> PartitionState | None:
     """Kafka's removeReplicasFromIsr: the replica leaves the ISR (never emptying it;
     the last member stays so it can be elected cleanly when it returns) and, if it
     led, the partition is left without a leader. None when nothing changes."""
@@ -257,4 +273,6 @@ def remove_replica_from_isr(current: PartitionState, replica: int, controller_ep
         return None
     leader = NO_LEADER if replica == current.leader else current.leader
     isr = tuple(r for r in current.isr if r != replica) if len(current.isr) > 1 else current.isr
-    return PartitionState(leader, current.leader_epoch + 1, isr, controller_epoch, current.leader_recovery_state)
+    return PartitionState(
+        leader, current.leader_epoch + 1, isr, controller_epoch, current.leader_recovery_state
+    )

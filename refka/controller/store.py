@@ -378,14 +378,19 @@ class _Tree:
         self._fd: int | None = None
         self._users = 0
         self._loaded = False
+        self._load_lock = asyncio.Lock()
 
     # -- lifecycle
 
-    def acquire(self) -> None:
-        if not self._loaded:
+    async def open(self) -> None:
+        """Loads the journal once (off the loop), then counts one more session."""
+        async with self._load_lock:
+            if not self._loaded and self.dir is not None:
+                await asyncio.to_thread(self._load)
             self._loaded = True
-            if self.dir is not None:
-                self._load()
+        self.acquire()
+
+    def acquire(self) -> None:
         if self.dir is not None and self._fd is None:
             self._fd = os.open(self.dir / self.JOURNAL, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         self._users += 1
@@ -542,111 +547,142 @@ class _Tree:
     ) -> Any:
         kind = op[0]
         if kind == "check":
-            _, path, version = op
-            _validate(path)
-            node = self.nodes.get(path)
-            if node is None:
-                raise NoNodeError(path)
-            if version != -1 and node.version != version:
-                raise BadVersionError(path)
-            return True
+            return self._check(op[1], op[2])
         if kind == "create":
-            _, path, data, ephemeral, sequential = op
-            _validate(path, sequential)
-            parent_path = _parent(path)
-            parent = self.nodes.get(parent_path)
-            if parent is None:
-                raise NoNodeError(path)
-            if parent.ephemeral_owner:
-                raise NoChildrenForEphemeralsError(path)
-            if sequential:
-                path = f"{path}{parent.seq:010d}"
-            if path in self.nodes:
-                raise NodeExistsError(path)
-            name = path.rsplit("/", 1)[1]
-            owner = sid if ephemeral else 0
-            node = _Node(bytes(data), zxid, now, owner)
-            old_parent = (parent.cversion, parent.pzxid, parent.seq)
-            self.nodes[path] = node
-            parent.children.add(name)
-            parent.cversion += 1
-            parent.seq += 1
-            parent.pzxid = zxid
-            if ephemeral:
-                self.ephemerals.setdefault(sid, set()).add(path)
-
-            def undo_create() -> None:
-                del self.nodes[path]
-                parent.children.discard(name)
-                parent.cversion, parent.pzxid, parent.seq = old_parent
-                if ephemeral:
-                    self.ephemerals.get(sid, set()).discard(path)
-
-            undo.append(undo_create)
-            events.append(("data", path, EventType.CREATED))
-            events.append(("child", parent_path, EventType.CHILD))
-            if not ephemeral:
-                journal.append(["c", path, _b64(node.data), zxid, now, parent.cversion, zxid, parent.seq])
-            return path
+            return self._create(sid, op[1], op[2], op[3], op[4], zxid, now, undo, events, journal)
         if kind == "set":
-            _, path, data, version = op
-            _validate(path)
-            node = self.nodes.get(path)
-            if node is None:
-                raise NoNodeError(path)
-            if version != -1 and node.version != version:
-                raise BadVersionError(path)
-            old = (node.data, node.mzxid, node.mtime, node.version)
-            node.data, node.mzxid, node.mtime = bytes(data), zxid, now
-            node.version += 1
-
-            def undo_set() -> None:
-                node.data, node.mzxid, node.mtime, node.version = old
-
-            undo.append(undo_set)
-            events.append(("data", path, EventType.CHANGED))
-            if not node.ephemeral_owner:
-                journal.append(["s", path, _b64(node.data), zxid, now, node.version])
-            return node.stat()
+            return self._set(op[1], op[2], op[3], zxid, now, undo, events, journal)
         if kind == "delete":
-            _, path, version = op
-            _validate(path)
-            if path == "/":
-                raise BadArgumentsError(path, "cannot delete the root")
-            node = self.nodes.get(path)
-            if node is None:
-                raise NoNodeError(path)
-            if version != -1 and node.version != version:
-                raise BadVersionError(path)
-            if node.children:
-                raise NotEmptyError(path)
-            parent_path = _parent(path)
-            parent = self.nodes[parent_path]
-            name = path.rsplit("/", 1)[1]
-            old_parent = (parent.cversion, parent.pzxid)
+            return self._delete(op[1], op[2], zxid, undo, events, journal)
+        raise BadArgumentsError(None, f"unknown operation {kind!r}")
+
+    def _existing(self, path: str, version: int) -> _Node:
+        _validate(path)
+        node = self.nodes.get(path)
+        if node is None:
+            raise NoNodeError(path)
+        if version != -1 and node.version != version:
+            raise BadVersionError(path)
+        return node
+
+    def _check(self, path: str, version: int) -> bool:
+        self._existing(path, version)
+        return True
+
+    def _create(
+        self,
+        sid: int,
+        path: str,
+        data: bytes,
+        ephemeral: bool,
+        sequential: bool,
+        zxid: int,
+        now: int,
+        undo: list[Callable[[], None]],
+        events: list[tuple[str, str, EventType]],
+        journal: list[list[Any]],
+    ) -> str:
+        _validate(path, sequential)
+        parent_path = _parent(path)
+        parent = self.nodes.get(parent_path)
+        if parent is None:
+            raise NoNodeError(path)
+        if parent.ephemeral_owner:
+            raise NoChildrenForEphemeralsError(path)
+        if sequential:
+            path = f"{path}{parent.seq:010d}"
+        if path in self.nodes:
+            raise NodeExistsError(path)
+        name = path.rsplit("/", 1)[1]
+        node = _Node(bytes(data), zxid, now, sid if ephemeral else 0)
+        saved = (parent.cversion, parent.pzxid, parent.seq)
+        self.nodes[path] = node
+        parent.children.add(name)
+        parent.cversion += 1
+        parent.seq += 1
+        parent.pzxid = zxid
+        if ephemeral:
+            self.ephemerals.setdefault(sid, set()).add(path)
+
+        def undo_create() -> None:
             del self.nodes[path]
             parent.children.discard(name)
-            parent.cversion += 1
-            parent.pzxid = zxid
-            owner = node.ephemeral_owner
-            if owner:
-                self.ephemerals.get(owner, set()).discard(path)
+            parent.cversion, parent.pzxid, parent.seq = saved
+            if ephemeral:
+                self.ephemerals.get(sid, set()).discard(path)
 
-            def undo_delete() -> None:
-                self.nodes[path] = node
-                parent.children.add(name)
-                parent.cversion, parent.pzxid = old_parent
-                if owner and owner in self.ephemerals:
-                    self.ephemerals[owner].add(path)
+        undo.append(undo_create)
+        events.append(("data", path, EventType.CREATED))
+        events.append(("child", parent_path, EventType.CHILD))
+        if not ephemeral:
+            journal.append(["c", path, _b64(node.data), zxid, now, parent.cversion, zxid, parent.seq])
+        return path
 
-            undo.append(undo_delete)
-            events.append(("data", path, EventType.DELETED))
-            events.append(("child", path, EventType.DELETED))
-            events.append(("child", parent_path, EventType.CHILD))
-            if not owner:
-                journal.append(["d", path, parent.cversion, zxid])
-            return True
-        raise BadArgumentsError(None, f"unknown operation {kind!r}")
+    def _set(
+        self,
+        path: str,
+        data: bytes,
+        version: int,
+        zxid: int,
+        now: int,
+        undo: list[Callable[[], None]],
+        events: list[tuple[str, str, EventType]],
+        journal: list[list[Any]],
+    ) -> ZnodeStat:
+        node = self._existing(path, version)
+        saved = (node.data, node.mzxid, node.mtime, node.version)
+        node.data, node.mzxid, node.mtime = bytes(data), zxid, now
+        node.version += 1
+
+        def undo_set() -> None:
+            node.data, node.mzxid, node.mtime, node.version = saved
+
+        undo.append(undo_set)
+        events.append(("data", path, EventType.CHANGED))
+        if not node.ephemeral_owner:
+            journal.append(["s", path, _b64(node.data), zxid, now, node.version])
+        return node.stat()
+
+    def _delete(
+        self,
+        path: str,
+        version: int,
+        zxid: int,
+        undo: list[Callable[[], None]],
+        events: list[tuple[str, str, EventType]],
+        journal: list[list[Any]],
+    ) -> bool:
+        if path == "/":
+            raise BadArgumentsError(path, "cannot delete the root")
+        node = self._existing(path, version)
+        if node.children:
+            raise NotEmptyError(path)
+        parent_path = _parent(path)
+        parent = self.nodes[parent_path]
+        name = path.rsplit("/", 1)[1]
+        saved = (parent.cversion, parent.pzxid)
+        del self.nodes[path]
+        parent.children.discard(name)
+        parent.cversion += 1
+        parent.pzxid = zxid
+        owner = node.ephemeral_owner
+        if owner:
+            self.ephemerals.get(owner, set()).discard(path)
+
+        def undo_delete() -> None:
+            self.nodes[path] = node
+            parent.children.add(name)
+            parent.cversion, parent.pzxid = saved
+            if owner and owner in self.ephemerals:
+                self.ephemerals[owner].add(path)
+
+        undo.append(undo_delete)
+        events.append(("data", path, EventType.DELETED))
+        events.append(("child", path, EventType.DELETED))
+        events.append(("child", parent_path, EventType.CHILD))
+        if not owner:
+            journal.append(["d", path, parent.cversion, zxid])
+        return True
 
     def _fire(self, events: list[tuple[str, str, EventType]]) -> None:
         if not events:
@@ -682,10 +718,7 @@ class EmbeddedStore(MetadataStore):
     async def start(self) -> None:
         if self._started:
             return
-        if self._tree.dir is not None and not self._tree._loaded:
-            await asyncio.to_thread(self._tree.acquire)
-        else:
-            self._tree.acquire()
+        await self._tree.open()
         self._started = True
         self._sid = self._tree.new_session()
         self._notify(SessionState.CONNECTED)
@@ -973,7 +1006,9 @@ class ZooKeeperStore(MetadataStore):
                 # kazoo thread; a NONE event (session change) is not a znode event.
                 if event.type == "NONE" or loop.is_closed():
                     return
-                loop.call_soon_threadsafe(_call_safely, watch, WatchedEvent(EventType(event.type), event.path))
+                loop.call_soon_threadsafe(
+                    _call_safely, watch, WatchedEvent(EventType(event.type), event.path)
+                )
 
             self._wrappers[watch] = wrapper
         return wrapper

@@ -154,7 +154,9 @@ class Endpoint:
             raise ValueError(f"not an endpoint: {text!r}")
         host, _, port = rest.rpartition(":")
         host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-        protocol = (protocol_map or {}).get(listener, listener if listener in SECURITY_PROTOCOLS else "PLAINTEXT")
+        protocol = (protocol_map or {}).get(
+            listener, listener if listener in SECURITY_PROTOCOLS else "PLAINTEXT"
+        )
         return cls(listener, host, int(port), protocol)
 
 
@@ -199,7 +201,9 @@ class BrokerInfo:
         return _dumps(
             {
                 "features": self.features,
-                "listener_security_protocol_map": {ep.listener: ep.security_protocol for ep in self.endpoints},
+                "listener_security_protocol_map": {
+                    ep.listener: ep.security_protocol for ep in self.endpoints
+                },
                 "endpoints": [str(ep) for ep in self.endpoints],
                 "jmx_port": self.jmx_port,
                 "port": plain.port if plain else -1,

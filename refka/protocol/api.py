@@ -6,7 +6,8 @@ compiles its per-version codecs lazily (start-up stays fast), caching each.
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .codec import Compiler, DecodeError
 from .schema import ApiSpec, in_range

@@ -18,7 +18,8 @@ Unknown tagged fields are skipped by length, never an error.
 from __future__ import annotations
 
 import struct as _struct
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 from .schema import (
     BOOL,
@@ -274,6 +275,9 @@ class Compiler:
 
     def _build_classes(self, top: Struct) -> None:
         def build(s: Struct) -> type:
+            # A struct used in several places (Kafka's common structs) is one class.
+            if id(s) in self.classes:
+                return self.classes[id(s)]
             nested: dict[str, type] = {}
             for f in s.fields:
                 t = f.type.element if isinstance(f.type, Array) else f.type
@@ -392,7 +396,7 @@ class Compiler:
             g.emit(ind, f"{x} = d[p] != 0")
             g.emit(ind, "p += 1")
         elif t is UUID:
-            g.emit(ind, f"if end - p < 16: raise DecodeError('truncated uuid')")
+            g.emit(ind, "if end - p < 16: raise DecodeError('truncated uuid')")
             g.emit(ind, f"{x} = bytes(d[p:p + 16])")
             g.emit(ind, "p += 16")
         elif t in (STRING, BYTES, RECORDS):

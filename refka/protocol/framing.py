@@ -9,7 +9,7 @@ memoryviews (zero copy for frames that arrive in one piece). A length above
 from __future__ import annotations
 
 import struct
-from typing import Iterator
+from collections.abc import Iterator
 
 _LEN = struct.Struct(">i")
 

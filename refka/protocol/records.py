@@ -216,6 +216,12 @@ def _read_header(mv: Any, pos: int, end: int, validate_crc: bool, check_counts: 
         raise CorruptRecordError(f"truncated batch at position {pos}: {remaining} bytes left")
     base_offset, batch_length = _unpack_prefix(mv, pos)
     size = batch_length + LOG_OVERHEAD
+    # A legacy (magic 0/1) message is usually shorter than a v2 header: look at its
+    # magic before the v2 size check so it is INVALID_RECORD, as Kafka answers it.
+    if _MAGIC_OFFSET < size <= remaining and mv[pos + _MAGIC_OFFSET] in (0, 1):
+        raise InvalidRecordError(
+            f"batch at position {pos} has magic {mv[pos + _MAGIC_OFFSET]}; only magic 2 is supported"
+        )
     if size < HEADER_SIZE:
         raise CorruptRecordError(f"batch at position {pos} has length {size} < header size {HEADER_SIZE}")
     if size > remaining:

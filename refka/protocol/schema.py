@@ -25,7 +25,8 @@ No I/O here: declarations are data, compiled by :mod:`refka.protocol.codec`.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field as _dc_field
+from dataclasses import dataclass
+from dataclasses import field as _dc_field
 from typing import Any
 
 MAX_VERSION = 0x7FFF
@@ -84,17 +85,17 @@ ZERO_UUID = b"\x00" * 16
 
 @dataclass
 class Array:
-    element: "Primitive | Struct"
+    element: Primitive | Struct
 
 
-def array(element: "Primitive | Struct") -> Array:
+def array(element: Primitive | Struct) -> Array:
     return Array(element)
 
 
 @dataclass
 class Field:
     name: str
-    type: "Primitive | Array | Struct"
+    type: Primitive | Array | Struct
     versions: tuple[int, int] | None
     nullable: tuple[int, int] | None = None
     default: Any = None
@@ -135,7 +136,7 @@ _NO_DEFAULT = object()
 
 def field(
     name: str,
-    type: "Primitive | Array | Struct",
+    type: Primitive | Array | Struct,
     versions: str = "0+",
     *,
     nullable: str | None = None,

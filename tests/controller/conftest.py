@@ -3,7 +3,6 @@ metadata stores of both kinds."""
 
 from __future__ import annotations
 
-import sys
 import uuid
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -11,12 +10,8 @@ from typing import Any
 
 import pytest
 
-# tests/zk.py is a helper shared by the test packages (tests/ is not a package).
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-from zk import ZooKeeperServer, zookeeper_unavailable  # noqa: E402
-
-from refka.controller.store import EmbeddedStore, MetadataStore, ZooKeeperStore  # noqa: E402
+from refka.controller.store import EmbeddedStore, MetadataStore, ZooKeeperStore
+from tests.zk import ZooKeeperServer, zookeeper_unavailable
 
 
 @pytest.fixture(scope="session")

@@ -65,8 +65,18 @@ def _legacy_kio_dir() -> Path | None:
         return cache
     cache.mkdir(parents=True, exist_ok=True)
     dl = subprocess.run(
-        [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "-q",
-         "-d", str(cache), f"kio=={KIO_LEGACY}"],
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "download",
+            "--no-deps",
+            "--only-binary=:all:",
+            "-q",
+            "-d",
+            str(cache),
+            f"kio=={KIO_LEGACY}",
+        ],
         capture_output=True,
         text=True,
         timeout=120,
@@ -356,8 +366,14 @@ def test_refka_tags_survive_our_round_trip() -> None:
                 ),
                 partition_states=[
                     R.UpdateMetadataTopicState.UpdateMetadataPartitionState(
-                        partition_index=0, controller_epoch=3, leader=1, leader_epoch=2,
-                        isr=[1], zk_version=4, replicas=[1], partition_epoch=9,
+                        partition_index=0,
+                        controller_epoch=3,
+                        leader=1,
+                        leader_epoch=2,
+                        isr=[1],
+                        zk_version=4,
+                        replicas=[1],
+                        partition_epoch=9,
                     )
                 ],
             )

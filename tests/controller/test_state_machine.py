@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from refka.controller import state_machine as sm
 from refka.controller.state_machine import (
     PARTITION_TRANSITIONS,
     RECOVERING,
@@ -18,13 +19,10 @@ from refka.controller.state_machine import (
     offline_partition_leader,
     remove_replica_from_isr,
 )
-from refka.controller.state_machine import (
-    PartitionStateName as P,
-)
-from refka.controller.state_machine import (
-    ReplicaStateName as R,
-)
 from refka.controller.znodes import NO_LEADER, PartitionState
+
+P = sm.PartitionStateName
+R = sm.ReplicaStateName
 
 
 def test_partition_lifecycle_follows_the_table() -> None:
@@ -97,7 +95,9 @@ def test_unclean_election_only_when_enabled() -> None:
 
 def test_preferred_replica_election() -> None:
     cur = PartitionState(leader=2, leader_epoch=1, isr=(1, 2), controller_epoch=1)
-    assert elect_preferred(cur, [1, 2], live={1, 2}, controller_epoch=3).state == PartitionState(1, 2, (1, 2), 3)
+    assert elect_preferred(cur, [1, 2], live={1, 2}, controller_epoch=3).state == PartitionState(
+        1, 2, (1, 2), 3
+    )
     assert elect_preferred(cur, [1, 2], live={2}, controller_epoch=3).state is None
     led = PartitionState(leader=1, leader_epoch=1, isr=(1, 2), controller_epoch=1)
     assert elect_preferred(led, [1, 2], live={1, 2}, controller_epoch=3).state is None
@@ -108,7 +108,10 @@ def test_controlled_shutdown_election_moves_leadership_off_the_broker() -> None:
     e = elect_controlled_shutdown(cur, [1, 2, 3], live={1, 2, 3}, shutting_down={1}, controller_epoch=2)
     assert e.state == PartitionState(2, 8, (2, 3), 2)
     alone = PartitionState(leader=1, leader_epoch=7, isr=(1,), controller_epoch=1)
-    assert elect_controlled_shutdown(alone, [1, 2], live={1, 2}, shutting_down={1}, controller_epoch=2).state is None
+    assert (
+        elect_controlled_shutdown(alone, [1, 2], live={1, 2}, shutting_down={1}, controller_epoch=2).state
+        is None
+    )
 
 
 def test_reassignment_election_picks_from_the_target() -> None:

@@ -96,7 +96,13 @@ async def test_sequential_nodes_count_up_per_parent(stores) -> None:
     assert await s.create("/q/item-", b"", sequential=True) == "/q/item-0000000003"
     await s.create("/q/e", b"", ephemeral=True)
     assert await s.create("/q/item-", b"", sequential=True) == "/q/item-0000000005"
-    assert await s.get_children("/q") == ["e", "item-0000000001", "item-0000000002", "item-0000000003", "item-0000000005"]
+    assert await s.get_children("/q") == [
+        "e",
+        "item-0000000001",
+        "item-0000000002",
+        "item-0000000003",
+        "item-0000000005",
+    ]
 
 
 async def test_ephemerals_belong_to_their_session_and_go_with_it(stores) -> None:
@@ -233,9 +239,12 @@ async def test_ephemeral_create_in_a_transaction(stores) -> None:
     a = stores.first
     b = await stores.session()
     await a.create("/controller_epoch", b"0")
-    await b.transaction().create("/controller", b"2", ephemeral=True).set_data(
-        "/controller_epoch", b"1", version=0
-    ).commit()
+    await (
+        b.transaction()
+        .create("/controller", b"2", ephemeral=True)
+        .set_data("/controller_epoch", b"1", version=0)
+        .commit()
+    )
     assert (await a.exists("/controller")).ephemeral_owner == b.session_id
     await b.stop()
     assert await a.exists("/controller") is None

@@ -20,7 +20,11 @@ def test_paths() -> None:
     assert z.partition_state_path("t", 2) == "/brokers/topics/t/partitions/2/state"
     assert z.topic_config_path("t") == "/config/topics/t"
     assert z.delete_topic_path("t") == "/admin/delete_topics/t"
-    assert (z.CONTROLLER, z.CONTROLLER_EPOCH, z.CLUSTER_ID) == ("/controller", "/controller_epoch", "/cluster/id")
+    assert (z.CONTROLLER, z.CONTROLLER_EPOCH, z.CLUSTER_ID) == (
+        "/controller",
+        "/controller_epoch",
+        "/cluster/id",
+    )
 
 
 def test_broker_registration_is_kafkas_version_5() -> None:
@@ -119,7 +123,13 @@ def test_partition_znode_has_the_seeds_keys() -> None:
 
 def test_partition_state_is_kafkas_leader_and_isr_znode() -> None:
     s = z.PartitionState(leader=1, leader_epoch=0, isr=(1, 2), controller_epoch=3)
-    assert keys(s.to_json()) == {"controller_epoch": 3, "leader": 1, "version": 1, "leader_epoch": 0, "isr": [1, 2]}
+    assert keys(s.to_json()) == {
+        "controller_epoch": 3,
+        "leader": 1,
+        "version": 1,
+        "leader_epoch": 0,
+        "isr": [1, 2],
+    }
     assert z.PartitionState.from_json(s.to_json()) == s
     r = z.PartitionState(leader=2, leader_epoch=5, isr=(2,), controller_epoch=3, leader_recovery_state=1)
     assert keys(r.to_json())["leader_recovery_state"] == 1
@@ -133,5 +143,8 @@ def test_configs_and_notifications() -> None:
     assert keys(z.config_change_notification("topics/t")) == {"version": 2, "entity_path": "topics/t"}
     assert z.decode_config_change(z.config_change_notification("topics/t")) == "topics/t"
     n = z.isr_change_notification([("t", 0), ("u", 3)])
-    assert keys(n) == {"version": 1, "partitions": [{"topic": "t", "partition": 0}, {"topic": "u", "partition": 3}]}
+    assert keys(n) == {
+        "version": 1,
+        "partitions": [{"topic": "t", "partition": 0}, {"topic": "u", "partition": 3}],
+    }
     assert z.decode_isr_change(n) == [("t", 0), ("u", 3)]

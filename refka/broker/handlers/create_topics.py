@@ -24,12 +24,11 @@ from __future__ import annotations
 
 import asyncio
 
+from refka.controller.admin import AdminError
 from refka.protocol import ErrorCode
 from refka.protocol.messages.create_topics import CreateTopics
 
-from refka.controller.admin import AdminError
 from ..registry import handles
-from ..topic_config import ConfigError, validate_topic_configs
 from .describe_configs import topic_config_entries
 
 Resp = CreateTopics.Response
@@ -53,11 +52,6 @@ async def handle_create_topics(ctx, req):
             r.error_message = f"Topic {t.name} is named more than once in the request."
             continue
         configs = {c.name: c.value for c in t.configs}
-        try:
-            validate_topic_configs(configs)
-        except ConfigError as e:
-            r.error_code, r.error_message = ErrorCode.INVALID_CONFIG, str(e)
-            continue
         num_partitions = t.num_partitions if t.num_partitions != -1 else broker.config["num.partitions"]
         rf = t.replication_factor if t.replication_factor != -1 else broker.config["default.replication.factor"]
         assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
@@ -86,7 +80,7 @@ async def handle_create_topics(ctx, req):
     if created and req.timeout_ms > 0:
         try:
             await asyncio.wait_for(broker.wait_for_topics(created), req.timeout_ms / 1000)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             for r in results:
                 if r.name in created and not broker.topic_ready(r.name):
                     r.error_code = ErrorCode.REQUEST_TIMED_OUT

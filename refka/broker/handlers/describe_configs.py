@@ -20,12 +20,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from refka.controller.topic_config import TOPIC_CONFIGS, broker_default
 from refka.protocol import ErrorCode
 from refka.protocol.messages.describe_configs import DescribeConfigs
 
 from ..config import DEFAULTS
 from ..registry import handles
-from ..topic_config import TOPIC_CONFIGS, broker_default
 
 Resp = DescribeConfigs.Response
 RResult = Resp.DescribeConfigsResult

@@ -73,7 +73,7 @@ async def handle_leader_and_isr(ctx, req):
         errors.append((topic, topic_id, ps.partition_index, err))
     if v >= 5:
         by_topic: dict = {}
-        for topic, topic_id, index, err in errors:
+        for _topic, topic_id, index, err in errors:
             by_topic.setdefault(topic_id, []).append(RPartErr(partition_index=index, error_code=err))
         return Resp(error_code=ErrorCode.NONE,
                     topics=[RTopicErr(topic_id=tid, partition_errors=pe) for tid, pe in by_topic.items()])

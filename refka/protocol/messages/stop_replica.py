@@ -57,7 +57,12 @@ StopReplica = Api(
                                 struct(
                                     "StopReplicaPartitionState",
                                     field("partition_index", INT32),
-                                    field("leader_epoch", INT32, default=-1, about="-2 when the topic is deleted."),
+                                    field(
+                                        "leader_epoch",
+                                        INT32,
+                                        default=-1,
+                                        about="-2 when the topic is deleted.",
+                                    ),
                                     field("delete_partition", BOOL),
                                 )
                             ),

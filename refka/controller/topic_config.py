@@ -1,15 +1,17 @@
 """Topic configs: Kafka's names, types, validation and broker-level synonyms.
 
-CreateTopics, DescribeConfigs and (Incremental)AlterConfigs all validate and
-describe through this table, so they agree on what a topic config is. A
+The one table of topic configs: the admin path (CreateTopics, AlterConfigs)
+validates through it and DescribeConfigs describes from it, so they agree on
+what a topic config is. A
 topic's effective value is its own override, else the broker's synonym
 (``log.retention.ms`` for ``retention.ms``), else the default.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Callable
+from typing import Any
 
 LONG_MAX = 2**63 - 1
 
@@ -119,6 +121,22 @@ _DEFS = [
                    "Allow an out-of-sync replica to become leader (data loss)."),
     TopicConfigDef("message.downconversion.enable", "BOOLEAN", None, _bool,
                    "Accepted for compatibility; refka never down-converts."),
+    TopicConfigDef("local.retention.bytes", "LONG", "log.local.retention.bytes", _int_at_least(-2, "LONG"),
+                   "Accepted for compatibility (tiered storage, KIP-405); refka has one tier."),
+    TopicConfigDef("local.retention.ms", "LONG", "log.local.retention.ms", _int_at_least(-2, "LONG"),
+                   "Accepted for compatibility (tiered storage, KIP-405); refka has one tier."),
+    TopicConfigDef("remote.storage.enable", "BOOLEAN", None, _bool,
+                   "Accepted for compatibility (tiered storage, KIP-405); refka has one tier."),
+    TopicConfigDef("message.format.version", "STRING", "log.message.format.version", _any,
+                   "Accepted for compatibility; refka writes RecordBatch v2 only."),
+    TopicConfigDef("message.timestamp.difference.max.ms", "LONG", "log.message.timestamp.difference.max.ms",
+                   _int_at_least(0, "LONG"), "Accepted; refka does not refuse records by timestamp."),
+    TopicConfigDef("message.timestamp.before.max.ms", "LONG", "log.message.timestamp.before.max.ms",
+                   _int_at_least(0, "LONG"), "Accepted; refka does not refuse records by timestamp."),
+    TopicConfigDef("message.timestamp.after.max.ms", "LONG", "log.message.timestamp.after.max.ms",
+                   _int_at_least(0, "LONG"), "Accepted; refka does not refuse records by timestamp."),
+    TopicConfigDef("enable.ordered.delivery", "BOOLEAN", None, _bool,
+                   "refka KIP-253: consumers deliver keyed records in order across partition changes."),
     TopicConfigDef("follower.replication.throttled.replicas", "LIST", None, _any,
                    "Accepted for compatibility; refka does not throttle replication."),
     TopicConfigDef("leader.replication.throttled.replicas", "LIST", None, _any,
@@ -139,21 +157,33 @@ STATIC_DEFAULTS: dict[str, str] = {
     "message.downconversion.enable": "true",
     "follower.replication.throttled.replicas": "",
     "leader.replication.throttled.replicas": "",
+    "local.retention.bytes": "-2",
+    "local.retention.ms": "-2",
+    "remote.storage.enable": "false",
+    "message.format.version": "3.0-IV1",
+    "message.timestamp.difference.max.ms": str(LONG_MAX),
+    "message.timestamp.before.max.ms": str(LONG_MAX),
+    "message.timestamp.after.max.ms": str(LONG_MAX),
+    "enable.ordered.delivery": "false",
 }
 
 
-def validate_topic_configs(configs: dict[str, str | None]) -> None:
-    """Raises ConfigError naming the first bad entry."""
+def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, str]:
+    """The configs as stored (strings; booleans lower-case); ConfigError names the first bad entry."""
+    out: dict[str, str] = {}
     for name, value in configs.items():
         d = TOPIC_CONFIGS.get(name)
         if d is None:
             raise ConfigError(f"Unknown topic config name: {name}")
         if value is None:
             raise ConfigError(f"Null value not supported for topic config: {name}")
+        text = str(value).lower() if isinstance(value, bool) else str(value)
         try:
-            d.validate(value)
+            d.validate(text)
         except ConfigError as e:
-            raise ConfigError(f"Invalid value {value} for configuration {name}: {e}") from None
+            raise ConfigError(f"Invalid value {text} for configuration {name}: {e}") from None
+        out[name] = text
+    return out
 
 
 def broker_default(name: str, broker_topic_defaults: dict[str, str]) -> str | None:

@@ -1,0 +1,47 @@
+"""Controller election and state machines over a metadata store.
+
+What a broker uses is re-exported here; see each module's docstring:
+``store`` (MetadataStore: EmbeddedStore, ZooKeeperStore), ``znodes`` (paths
+and payloads), ``admin`` (the writes behind admin requests, broker
+registration, ISR changes), ``controller`` (Controller), ``channel``
+(ControllerChannel), ``netclient`` (KafkaConnection).
+"""
+
+from . import admin, znodes
+from .channel import BrokerGoneError, ControllerChannel, request_controlled_shutdown
+from .controller import Controller, ControllerConfig
+from .netclient import KafkaConnection, KafkaConnectionError
+from .store import (
+    BadVersionError,
+    EmbeddedStore,
+    MetadataStore,
+    NodeExistsError,
+    NoNodeError,
+    SessionState,
+    StoreError,
+    ZooKeeperStore,
+)
+from .znodes import BrokerInfo, Endpoint, PartitionState
+
+__all__ = [
+    "BadVersionError",
+    "BrokerGoneError",
+    "BrokerInfo",
+    "Controller",
+    "ControllerChannel",
+    "ControllerConfig",
+    "EmbeddedStore",
+    "Endpoint",
+    "KafkaConnection",
+    "KafkaConnectionError",
+    "MetadataStore",
+    "NoNodeError",
+    "NodeExistsError",
+    "PartitionState",
+    "SessionState",
+    "StoreError",
+    "ZooKeeperStore",
+    "admin",
+    "request_controlled_shutdown",
+    "znodes",
+]

@@ -1,0 +1,242 @@
+"""Admin writes (AdminZkClient's job): validation, assignment, znodes."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import random
+from collections import Counter
+
+import pytest
+
+from refka.controller import admin, znodes
+from refka.controller.store import BadVersionError, EmbeddedStore
+from refka.protocol.errors import ErrorCode
+
+BROKERS = {1: None, 2: None, 3: None}
+
+
+@pytest.fixture
+async def store():
+    s = EmbeddedStore(None)
+    await s.start()
+    await admin.ensure_cluster(s)
+    yield s
+    await s.stop()
+
+
+@pytest.mark.parametrize("name", ["", ".", "..", "a" * 250, "has space", "slash/no", "ünïcode"])
+def test_illegal_topic_names(name: str) -> None:
+    with pytest.raises(admin.InvalidTopicError) as e:
+        admin.validate_topic_name(name)
+    assert e.value.error_code == ErrorCode.INVALID_TOPIC_EXCEPTION
+
+
+@pytest.mark.parametrize("name", ["a", "a.b_c-D9", "a" * 249, "..."])
+def test_legal_topic_names(name: str) -> None:
+    admin.validate_topic_name(name)
+
+
+def test_round_robin_assignment_matches_kafka() -> None:
+    # Kafka's AdminTest: five brokers, ten partitions, three replicas, start index 0.
+    got = admin.assign_replicas({b: None for b in range(5)}, 10, 3, start_index=0)
+    assert got == {
+        0: [0, 1, 2],
+        1: [1, 2, 3],
+        2: [2, 3, 4],
+        3: [3, 4, 0],
+        4: [4, 0, 1],
+        5: [0, 2, 3],
+        6: [1, 3, 4],
+        7: [2, 4, 0],
+        8: [3, 0, 1],
+        9: [4, 1, 2],
+    }
+
+
+def test_rack_aware_assignment_spreads_replicas_over_racks() -> None:
+    racks = {0: "a", 1: "c", 2: "c", 3: "b", 4: "b", 5: "a"}
+    got = admin.assign_replicas(racks, 12, 3, rng=random.Random(7))
+    for replicas in got.values():
+        assert len({racks[r] for r in replicas}) == 3
+        assert len(set(replicas)) == 3
+    leaders = Counter(r[0] for r in got.values())
+    assert set(leaders.values()) == {2}  # every broker leads two of twelve
+
+
+def test_assignment_errors() -> None:
+    with pytest.raises(admin.InvalidReplicationFactorError):
+        admin.assign_replicas(BROKERS, 1, 4)
+    with pytest.raises(admin.InvalidPartitionsError):
+        admin.assign_replicas(BROKERS, 0, 1)
+    with pytest.raises(admin.InvalidReplicationFactorError):
+        admin.assign_replicas(BROKERS, 1, 0)
+    for bad in ({0: [1, 1]}, {0: [9]}, {1: [1]}, {0: [1, 2], 1: [1]}, {0: []}):
+        with pytest.raises(admin.InvalidReplicaAssignmentError) as e:
+            admin.validate_assignment(bad, BROKERS)
+        assert e.value.error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
+
+
+def test_config_validation() -> None:
+    assert admin.validate_topic_configs({"retention.ms": 1000, "cleanup.policy": "compact,delete"}) == {
+        "retention.ms": "1000",
+        "cleanup.policy": "compact,delete",
+    }
+    assert admin.validate_topic_configs({"unclean.leader.election.enable": True}) == {
+        "unclean.leader.election.enable": "true"
+    }
+    for bad in (
+        {"no.such": "1"},
+        {"retention.ms": "soon"},
+        {"compression.type": "bzip"},
+        {"min.insync.replicas": "0"},
+    ):
+        with pytest.raises(admin.InvalidConfigError) as e:
+            admin.validate_topic_configs(bad)
+        assert e.value.error_code == ErrorCode.INVALID_CONFIG
+
+
+async def test_create_topic_writes_config_and_assignment(store) -> None:
+    t = await admin.create_topic(
+        store, "events", 4, 2, None, {"retention.ms": "5"}, BROKERS, rng=random.Random(1)
+    )
+    doc = json.loads((await store.get("/brokers/topics/events"))[0])
+    assert doc["version"] == 3 and doc["topic_id"] == znodes.topic_id_to_str(t.topic_id)
+    assert (doc["initial_partition_count"], doc["undeleted_partition_count"]) == (4, 4)
+    assert "topic_epoch" not in doc  # the controller assigns it
+    assert sorted(doc["partitions"]) == ["0", "1", "2", "3"]
+    assert all(len(r) == 2 for r in doc["partitions"].values())
+    assert json.loads((await store.get("/config/topics/events"))[0]) == {
+        "version": 1,
+        "config": {"retention.ms": "5"},
+    }
+    assert await admin.list_topics(store) == ["events"]
+    assert (await admin.read_topic(store, "events")).partitions == t.partitions
+    assert await admin.get_topic_config(store, "events") == {"retention.ms": "5"}
+
+
+async def test_create_topic_refusals(store) -> None:
+    await admin.create_topic(store, "a.b", 1, 1, None, None, BROKERS)
+    with pytest.raises(admin.TopicExistsError) as e:
+        await admin.create_topic(store, "a.b", 1, 1, None, None, BROKERS)
+    assert e.value.error_code == ErrorCode.TOPIC_ALREADY_EXISTS
+    with pytest.raises(admin.InvalidTopicError, match="collides"):
+        await admin.create_topic(store, "a_b", 1, 1, None, None, BROKERS)
+    with pytest.raises(admin.InvalidReplicationFactorError):
+        await admin.create_topic(store, "big", 1, 5, None, None, BROKERS)
+    with pytest.raises(admin.InvalidPartitionsError):
+        await admin.create_topic(store, "none", 0, 1, None, None, BROKERS)
+    with pytest.raises(admin.InvalidReplicaAssignmentError):
+        await admin.create_topic(store, "bad", -1, -1, {0: [7]}, None, BROKERS)
+    with pytest.raises(admin.InvalidConfigError):
+        await admin.create_topic(store, "cfg", 1, 1, None, {"bogus": "1"}, BROKERS)
+    assert await admin.list_topics(store) == ["a.b"]
+    await admin.delete_topic(store, "a.b")
+    with pytest.raises(admin.TopicExistsError, match="marked for deletion"):
+        await admin.create_topic(store, "a.b", 1, 1, None, None, BROKERS)
+
+
+async def test_validate_only_writes_nothing(store) -> None:
+    t = await admin.create_topic(store, "dry", 2, 1, None, None, BROKERS, validate_only=True)
+    assert len(t.partitions) == 2
+    assert await admin.list_topics(store) == []
+
+
+async def test_delete_topic_marks_it(store) -> None:
+    with pytest.raises(admin.UnknownTopicError):
+        await admin.delete_topic(store, "nope")
+    await admin.create_topic(store, "t", 1, 1, None, None, BROKERS)
+    await admin.delete_topic(store, "t")
+    await admin.delete_topic(store, "t")  # idempotent
+    assert await store.get_children("/admin/delete_topics") == ["t"]
+
+
+async def test_create_partitions(store) -> None:
+    await admin.create_topic(store, "p", -1, -1, {0: [1, 2], 1: [2, 3]}, None, BROKERS)
+    t = await admin.create_partitions(store, "p", 4, None, BROKERS, rng=random.Random(3))
+    assert sorted(t.partitions) == [0, 1, 2, 3]
+    assert all(len(r) == 2 for r in t.partitions.values())
+    doc = json.loads((await store.get("/brokers/topics/p"))[0])
+    assert len(doc["partitions"]) == 4
+    assert doc["undeleted_partition_count"] == 2  # the controller raises it (KIP-253 step 2)
+    with pytest.raises(admin.InvalidPartitionsError, match="KIP-253"):
+        await admin.create_partitions(store, "p", 3, None, BROKERS)
+    with pytest.raises(admin.InvalidPartitionsError, match="already has 4"):
+        await admin.create_partitions(store, "p", 4, None, BROKERS)
+    with pytest.raises(admin.InvalidReplicaAssignmentError):
+        await admin.create_partitions(store, "p", 6, [[1, 2]], BROKERS)
+    with pytest.raises(admin.InvalidReplicaAssignmentError):
+        await admin.create_partitions(store, "p", 5, [[1]], BROKERS)
+    with pytest.raises(admin.UnknownTopicError):
+        await admin.create_partitions(store, "q", 5, None, BROKERS)
+
+
+async def test_topic_config_changes_leave_a_notification(store) -> None:
+    await admin.create_topic(store, "c", 1, 1, None, None, BROKERS)
+    assert await admin.get_topic_config(store, "c") == {}
+    await admin.set_topic_config(store, "c", {"segment.ms": 100})
+    assert await admin.get_topic_config(store, "c") == {"segment.ms": "100"}
+    (note,) = await store.get_children("/config/changes")
+    assert note.startswith("config_change_")
+    assert znodes.decode_config_change((await store.get(f"/config/changes/{note}"))[0]) == "topics/c"
+    with pytest.raises(admin.UnknownTopicError):
+        await admin.set_topic_config(store, "zz", {})
+
+
+async def test_register_broker_is_an_ephemeral_owned_by_the_session(store) -> None:
+    info = znodes.BrokerInfo(5, (znodes.Endpoint("PLAINTEXT", "h", 1),), rack="r")
+    s = store.open_session()
+    await s.start()
+    epoch = await admin.register_broker(s, info)
+    stat = await store.exists("/brokers/ids/5")
+    assert stat.czxid == epoch and stat.ephemeral_owner == s.session_id
+    assert await admin.register_broker(s, info) == epoch  # a retry finds its own node
+    other = store.open_session()
+    await other.start()
+    with pytest.raises(admin.BrokerIdInUseError):
+        await admin.register_broker(other, info)
+    assert (await admin.live_brokers(store))[5] == znodes.BrokerInfo.from_json(5, info.to_json())
+    await admin.deregister_broker(s, 5)
+    assert await store.exists("/brokers/ids/5") is None
+    await other.stop()
+    await s.stop()
+
+
+async def test_update_isr_is_conditional(store) -> None:
+    await store.create(
+        "/brokers/topics/t/partitions/0/state",
+        znodes.PartitionState(1, 0, (1, 2), 1).to_json(),
+        makepath=True,
+    )
+    v = await admin.update_isr(store, "t", 0, znodes.PartitionState(1, 0, (1,), 1), 0)
+    assert v == 1
+    with pytest.raises(BadVersionError):
+        await admin.update_isr(store, "t", 0, znodes.PartitionState(1, 0, (1, 2), 1), 0)
+    path = await admin.notify_isr_change(store, [("t", 0)])
+    assert path.startswith("/isr_change_notification/isr_change_")
+
+
+async def test_cluster_id_is_made_once(store) -> None:
+    first = await admin.ensure_cluster(store)
+    assert await admin.ensure_cluster(store) == first
+    assert json.loads((await store.get("/cluster/id"))[0]) == {"version": "1", "id": first}
+
+
+async def test_broker_registration_survives_session_expiry(store) -> None:
+    s = store.open_session()
+    await s.start()
+    epochs: list[int] = []
+    reg = admin.BrokerRegistration(
+        s, znodes.BrokerInfo(4, (znodes.Endpoint("PLAINTEXT", "h", 1),)), epochs.append
+    )
+    first = await reg.start()
+    await s.expire_session()
+    for _ in range(200):
+        if epochs:
+            break
+        await asyncio.sleep(0.005)
+    assert epochs == [reg.epoch] and reg.epoch > first
+    assert (await store.exists("/brokers/ids/4")).ephemeral_owner == s.session_id
+    await reg.stop()
+    assert await store.exists("/brokers/ids/4") is None
+    await s.stop()
