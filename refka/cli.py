@@ -83,7 +83,7 @@ def main(argv: list[str] | None = None) -> int:
         print(api_versions_table())
         return 0
     if args.command == "zookeeper":
-        from .lab_zookeeper import run_zookeeper
+        from .zookeeper import run_zookeeper
 
         return run_zookeeper(args.port, Path(args.data_dir))
     parser.print_help()

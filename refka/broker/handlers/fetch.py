@@ -214,19 +214,18 @@ async def _long_poll(ctx, req, session, incremental, plan, max_bytes):
             part = broker.replicas.get(sp.topic, sp.partition) if sp.topic else None
             if part is not None:
                 waiters.append(part.wait_for_data())
+        # Read once the waiters are registered: an append between the handler's read
+        # and this task's first step (e.g. a Produce pipelined right after this Fetch)
+        # woke nobody, and waiting now would sleep through it until max_wait_ms.
+        reads, total = _read_all(broker, plan, max_bytes, ctx.api_version)
         remaining = deadline - loop.time()
-        if not waiters or remaining <= 0:
+        if total >= max(req.min_bytes, 1) or any(r.error for r in reads) or not waiters or remaining <= 0:
             for w in waiters:
                 w.cancel()
-            break
-        done, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
+            return _respond(ctx, session, incremental, reads)
+        _done, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
         for w in pending:
             w.cancel()
-        reads, total = _read_all(broker, plan, max_bytes, ctx.api_version)
-        if total >= max(req.min_bytes, 1) or any(r.error for r in reads) or loop.time() >= deadline:
-            return _respond(ctx, session, incremental, reads)
-    reads, _total = _read_all(broker, plan, max_bytes, ctx.api_version)
-    return _respond(ctx, session, incremental, reads)
 
 
 def _respond(ctx, session, incremental: bool, reads: list[_Read]):

@@ -5,7 +5,8 @@ Behavior:
   acks=0 gets no response at all.
 - Each partition's records must be RecordBatch v2: a bad CRC or a truncated
   batch is CORRUPT_MESSAGE, magic < 2 is INVALID_RECORD (v3+ requires v2), a
-  batch above the topic's max.message.bytes is MESSAGE_TOO_LARGE. The batch
+  batch above the topic's max.message.bytes is MESSAGE_TOO_LARGE, compression
+  bits naming no codec (5-7) UNSUPPORTED_COMPRESSION_TYPE. The batch
   header is read and the CRC checked; records are not decoded.
 - Offsets and the partition leader epoch are patched into the batch in place,
   then the batch is written as received (no recompression).
@@ -32,10 +33,15 @@ import asyncio
 
 from refka.protocol import ErrorCode
 from refka.protocol.messages.produce import Produce
-from refka.protocol.records import CorruptRecordError, InvalidRecordError, parse_batches
+from refka.protocol.records import (
+    CorruptRecordError,
+    InvalidRecordError,
+    UnsupportedCompressionTypeError,
+    parse_batches,
+)
 
-from ..log import RecordTooLargeError
 from ..leader_hints import current_leader, hints_enabled, node_endpoints
+from ..log import RecordTooLargeError
 from ..registry import handles
 
 Resp = Produce.Response
@@ -105,7 +111,7 @@ def handle_produce(ctx, req):
                 continue
             records = pd.records
             if records is None or len(records) == 0:
-                parts_out.append(_error(idx, ErrorCode.CORRUPT_MESSAGE, "no record batches"))
+                parts_out.append(_error(idx, ErrorCode.INVALID_RECORD, "the produce request contains no record batches"))
                 continue
             cfg = part.log.config
             try:
@@ -115,6 +121,9 @@ def handle_produce(ctx, req):
                 continue
             except InvalidRecordError as e:
                 parts_out.append(_error(idx, ErrorCode.INVALID_RECORD, str(e)))
+                continue
+            except UnsupportedCompressionTypeError as e:
+                parts_out.append(_error(idx, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(e)))
                 continue
             too_large = next((b for b in batches if b.length > cfg.max_message_bytes), None)
             if too_large is not None:
@@ -168,6 +177,6 @@ async def _await_isr(waits, timeout_ms: int, resp):
                 break
             try:
                 await asyncio.wait_for(part.wait_for_data(), remaining)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
     return resp
