@@ -1,0 +1,216 @@
+"""End-to-end benchmark: refka (disk, memory) against Tansu and librdkafka's mock cluster.
+
+    python -m lab.bench [--quick] [--targets refka-disk,refka-memory,tansu,mock] [--json PATH] [--codec]
+    make bench ARGS="--quick"
+
+For each target, in one run on this machine:
+
+- start-up: process spawn to the first answered ApiVersions (median of 3
+  spawns, 1 with --quick; the last spawn serves the throughput runs);
+- for 1 KiB and 100-byte records, each round on a fresh one-partition topic:
+  produce MB/s and records/s, then consume MB/s and records/s, with
+  confluent-kafka (settings in workload.py); 3 rounds (1 with --quick), the
+  median round is reported, all rounds are in the JSON.
+
+Prints a table (target x metric) and the refka/Tansu ratios at 1 KiB, and
+writes everything, with a description of the machine, to
+lab/bench/results/<UTC timestamp>.json (git-ignored). A target that cannot
+run is n/a with its reason, never a number.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from confluent_kafka import KafkaException
+
+from lab.bench import report, targets, workload
+
+# Record counts per value size: sized so one phase takes ~3-10 s on refka
+# (1.0 GB of values at 1 KiB, 0.3 GB at 100 B).
+FULL_COUNTS = {1024: 1_000_000, 100: 3_000_000}
+QUICK_COUNTS = {1024: 100_000, 100: 300_000}
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def _say(msg: str) -> None:
+    print(msg, file=sys.stderr, flush=True)
+
+
+def _run_target(name: str, workdir: Path, counts: dict[int, int], startup_repeats: int, repeats: int,
+                timeout: float, stamp: str) -> dict[str, Any]:
+    target = targets.make(name, workdir)
+    out: dict[str, Any] = {"available": False}
+    try:
+        target.check()
+        out["version"] = target.version()
+        spawns: list[targets.Running] = []
+        for i in range(startup_repeats):
+            spawns.append(target.start(timeout=30.0))
+            if i < startup_repeats - 1:
+                target.stop()
+    except targets.TargetUnavailable as e:
+        target.stop()
+        out["reason"] = f"{name}: {e}"
+        _say(f"{name}: n/a ({e})")
+        return out
+    out["available"] = True
+    running = spawns[-1]
+    answered = [r.startup_seconds for r in spawns]
+    usable = [r.usable_seconds for r in spawns]
+    out["startup"] = {
+        "api_versions_seconds": answered, "median_ms": report.median_ms(answered),
+        "metadata_seconds": usable, "metadata_median_ms": report.median_ms(usable),
+    }
+    if running.note:
+        out["startup"]["note"] = running.note
+    out["bootstrap"] = running.bootstrap
+    out["partitions_per_topic"] = target.partitions_per_topic
+    _say(f"{name}: up at {running.bootstrap}, start-up {out['startup']['median_ms']:.0f} ms to ApiVersions, "
+         f"{out['startup']['metadata_median_ms']:.0f} ms to a Metadata listing a broker (medians)")
+    out["runs"] = {}
+    try:
+        for size, count in counts.items():
+            run: dict[str, Any] = {"records": count}
+            out["runs"][str(size)] = run
+            if not _measure_size(name, target, running, size, count, repeats, timeout, stamp, run):
+                break  # the broker died: nothing more to measure
+    finally:
+        target.stop()
+    return out
+
+
+def _median_sample(samples: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sample with the median MB/s (a real run, so its CPU figures belong to it)."""
+    ordered = sorted(samples, key=lambda s: s["mb_per_s"])
+    chosen = dict(ordered[(len(ordered) - 1) // 2])
+    chosen["median_of"] = len(samples)
+    chosen["all_mb_per_s"] = [s["mb_per_s"] for s in samples]
+    return chosen
+
+
+def _measure_size(name: str, target: targets.Target, running: targets.Running, size: int, count: int,
+                  repeats: int, timeout: float, stamp: str, run: dict[str, Any]) -> bool:
+    """``repeats`` produce+consume rounds, each on a fresh topic; False if the broker died."""
+    label = report.size_label(size)
+    samples: dict[str, list[dict[str, Any]]] = {"produce": [], "consume": []}
+    for rep in range(repeats):
+        topic = f"bench-{size}-{stamp}-{rep}"
+        try:
+            workload.create_topic(running.bootstrap, topic, use_create_topics=target.create_topics,
+                                  timeout=timeout)
+            p = workload.produce(running.bootstrap, topic, count, size, running.pid, timeout)
+            samples["produce"].append(p.as_json())
+            _say(f"{name}: produce {label} x {count:,}: {p.mb_per_s:,.1f} MB/s, "
+                 f"{p.records_per_s:,.0f} records/s ({p.seconds:.2f} s)")
+            c = workload.consume(running.bootstrap, topic, count, size, running.pid, timeout,
+                                 bounded_retention=target.bounded_retention)
+            samples["consume"].append(c.as_json())
+            window = ", the retained window only" if c.extra.get("retained_window_only") else ""
+            _say(f"{name}: consume {label} x {c.records:,}: {c.mb_per_s:,.1f} MB/s, "
+                 f"{c.records_per_s:,.0f} records/s ({c.seconds:.2f} s{window})")
+            if target.create_topics:
+                workload.delete_topic(running.bootstrap, topic)  # frees a memory broker's records
+        except (workload.PhaseFailed, KafkaException) as e:
+            died = target.proc is None or target.proc.poll() is not None
+            reason = f"{name} {label}: {e}" + (" (broker process exited)" if died else "")
+            _say(f"{name}: {reason}")
+            for phase in ("produce", "consume"):
+                run[phase] = {"error": reason}
+            return not died
+    for phase in ("produce", "consume"):
+        run[phase] = _median_sample(samples[phase])
+    return True
+
+
+def _codec_figures() -> list[str]:
+    done = subprocess.run([sys.executable, "-m", "lab.bench.codec"], capture_output=True, text=True,
+                          cwd=targets.REPO_ROOT, timeout=600)
+    lines = done.stdout.splitlines()
+    if done.returncode:
+        lines.append(f"(codec benchmark failed with code {done.returncode}: {done.stderr.strip()[-500:]})")
+    return lines
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m lab.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true",
+                        help="a smoke run: 10x fewer records, one start-up spawn (well under 2 min)")
+    parser.add_argument("--targets", default=",".join(targets.ALL),
+                        help=f"comma-separated subset of {','.join(targets.ALL)}")
+    parser.add_argument("--json", type=Path, default=None,
+                        help="results file (default lab/bench/results/<UTC timestamp>.json)")
+    parser.add_argument("--repeat", type=int, default=None,
+                        help="produce+consume rounds per size and target, the median is reported "
+                             "(default 3, 1 with --quick)")
+    parser.add_argument("--codec", action="store_true", help="also run the codec micro-benchmark (codec.py)")
+    args = parser.parse_args(argv)
+    names = [n.strip() for n in args.targets.split(",") if n.strip()]
+    unknown = [n for n in names if n not in targets.ALL]
+    if unknown or not names:
+        parser.error(f"unknown target(s) {', '.join(unknown)}; choose from {', '.join(targets.ALL)}")
+
+    if args.repeat is not None and args.repeat < 1:
+        parser.error("--repeat must be at least 1")
+    counts = QUICK_COUNTS if args.quick else FULL_COUNTS
+    startup_repeats = 1 if args.quick else 3
+    repeats = args.repeat if args.repeat is not None else (1 if args.quick else 3)
+    timeout = 30.0 if args.quick else 120.0
+    started = datetime.now(UTC)
+    stamp = started.strftime("%Y%m%dT%H%M%SZ")
+    results: dict[str, Any] = {
+        "started_at": started.isoformat(),
+        "quick": args.quick,
+        "machine": report.machine_info(),
+        "config": {
+            "sizes": list(counts),
+            "records": {str(k): v for k, v in counts.items()},
+            "startup_repeats": startup_repeats,
+            "repeats": repeats,
+            "producer": workload.PRODUCER_CONFIG,
+            "consumer": workload.CONSUMER_CONFIG,
+            "mb": "10^6 bytes of record values",
+        },
+        "targets": {},
+    }
+    t0 = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="refka-bench-") as tmp:
+        for name in names:
+            results["targets"][name] = _run_target(name, Path(tmp), counts, startup_repeats, repeats,
+                                                   timeout, stamp)
+    if args.codec:
+        results["codec"] = _codec_figures()
+    results["finished_at"] = datetime.now(UTC).isoformat()
+    results["loadavg_1min_end"] = os.getloadavg()[0]
+    results["wall_seconds"] = time.monotonic() - t0
+    results["ratios"] = report.ratios(results)
+
+    m = results["machine"]
+    print(f"\nrefka bench{' --quick' if args.quick else ''}: {m['nproc']} CPUs ({m['cpu_model']}), "
+          f"Python {m['python']}, confluent-kafka {m['confluent_kafka']} / librdkafka {m['librdkafka']}")
+    print("records: " + ", ".join(f"{report.size_label(s)} x {c:,}" for s, c in counts.items())
+          + f"; median of {repeats} round(s); MB = 10^6 bytes of values; "
+          + "load average before/after: {:.2f} / {:.2f}\n".format(m["loadavg_1min"], results["loadavg_1min_end"]))
+    print(report.table(results))
+    print()
+    for key, value in results["ratios"].items():
+        print(f"{key}: {'n/a' if value is None else f'{value:.2f}'}")
+    if args.codec:
+        print("\ncodec (lab/bench/codec.py):")
+        print("\n".join(results["codec"]))
+    path = args.json or RESULTS_DIR / f"{stamp}.json"
+    report.write_json(results, path)
+    print(f"\nresults: {path}  ({results['wall_seconds']:.0f} s)")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
