@@ -8,21 +8,34 @@ slot in a queue and the queue is flushed from its head.
 A malformed or oversized frame, an unknown API key, or a version we do not
 serve (other than ApiVersions, which answers v0 with UNSUPPORTED_VERSION, as
 Kafka does) closes this connection with a warning; everyone else is served on.
+
+Bytes are received straight into one buffer per connection
+(``asyncio.BufferedProtocol``), reused from its start whenever every frame in
+it has been handled, and frames are handed to the decoder as memoryviews into
+it: no per-read allocation and no copy of a Produce's records before the log
+writes them. The rule that makes this safe: a decoded request's memoryviews
+(RECORDS fields) are valid only during the synchronous part of its handler; a
+handler that keeps request bytes across an ``await`` copies them.
+
+Until the controller's first UpdateMetadata has named this broker (it is
+"ready"), client requests other than ApiVersions wait for it, so no client
+sees a cluster without brokers; the controller's own requests are served at
+once (they are what makes the broker ready).
 """
 
 from __future__ import annotations
 
 import asyncio
+import struct
 import time
 from collections import deque
+from dataclasses import replace
 from types import CoroutineType
 from typing import TYPE_CHECKING, Any
 
 from refka.protocol import (
-    BadFrame,
     DecodeError,
     ErrorCode,
-    FrameDecoder,
     decode_request_header,
     encode_response_header,
     peek_request_header,
@@ -39,6 +52,9 @@ if TYPE_CHECKING:
 log = get_logger("refka.connection")
 
 _MAX_IN_FLIGHT = 512  # stop reading when this many responses are pending
+_RECV_BUFFER = 256 * 1024  # initial receive buffer; grows for larger frames
+_MIN_READ = 64 * 1024  # room offered to each socket read
+_FRAME_LEN = struct.Struct(">i").unpack_from
 
 
 class RequestContext:
@@ -63,12 +79,17 @@ class _Slot:
         self.chunks: list[Any] | None = None
 
 
-class Connection(asyncio.Protocol):
+class Connection(asyncio.BufferedProtocol):
     def __init__(self, broker: Broker, listener: str) -> None:
         self.broker = broker
         self.listener = listener
         self.transport: asyncio.Transport | None = None
-        self.decoder = FrameDecoder(broker.config["socket.request.max.bytes"])
+        self.max_frame_size = broker.config["socket.request.max.bytes"]
+        self._buf = bytearray(_RECV_BUFFER)
+        self._mv = memoryview(self._buf)
+        self._start = 0  # first byte not yet handled
+        self._end = 0  # end of the bytes received
+        self._need = 0  # size (with its length prefix) of the frame being received
         self.pending: deque[_Slot] = deque()
         self.tasks: set[asyncio.Task[Any]] = set()
         self.peer = "?"
@@ -99,14 +120,55 @@ class Connection(asyncio.Protocol):
         self._writing_paused = False
         self._update_reading()
 
-    def data_received(self, data: bytes) -> None:
-        try:
-            for frame in self.decoder.feed(data):
-                if self.closed:
-                    return
-                self._on_frame(frame)
-        except BadFrame as e:
-            self.abort("bad_frame", reason=str(e))
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if len(self._buf) - self._end < max(_MIN_READ, self._need - (self._end - self._start)):
+            self._make_room()
+        return self._mv[self._end :]
+
+    def _make_room(self) -> None:
+        """Moves the partial frame to the front, or into a larger buffer."""
+        partial = self._end - self._start
+        size = max(_RECV_BUFFER, self._need + _MIN_READ, partial + _MIN_READ)
+        if size > len(self._buf) or self._start == 0:
+            fresh = bytearray(max(size, len(self._buf)))
+            fresh[:partial] = self._mv[self._start : self._end]
+            self._buf, self._mv = fresh, memoryview(fresh)
+        else:
+            # Same-length slice assignment (views of the buffer may exist); a copy
+            # of the partial frame first, as the two ranges may overlap.
+            self._buf[:partial] = bytes(self._mv[self._start : self._end])
+        self._start, self._end = 0, partial
+
+    def buffer_updated(self, nbytes: int) -> None:
+        self._end += nbytes
+        buf, mv = self._buf, self._mv
+        p, end = self._start, self._end
+        while end - p >= 4:
+            (n,) = _FRAME_LEN(buf, p)
+            if n < 0:
+                self.abort("bad_frame", reason=f"negative frame length {n}")
+                return
+            if n > self.max_frame_size:
+                self.abort("bad_frame", reason=f"frame of {n} bytes exceeds the maximum of {self.max_frame_size}")
+                return
+            if end - p - 4 < n:
+                self._need = 4 + n
+                break
+            self._on_frame(mv[p + 4 : p + 4 + n])
+            if self.closed:
+                return
+            p += 4 + n
+            self._need = 0
+            if self._buf is not buf:  # never happens today; keeps the loop honest
+                return
+        if p == end:
+            # Everything handled: read into the buffer from its start again.
+            self._start = self._end = 0
+            if len(buf) > 4 * _RECV_BUFFER:
+                self._buf = bytearray(_RECV_BUFFER)
+                self._mv = memoryview(self._buf)
+        else:
+            self._start = p
 
     # -- requests
 
@@ -136,6 +198,11 @@ class Connection(asyncio.Protocol):
                        served=f"{handler.min_version}-{handler.max_version}")
             return
         api = handler.api
+        # Before the broker is ready, client requests wait: decode from a copy,
+        # the receive buffer is reused meanwhile.
+        deferred = not self.broker.ready.is_set() and not handler.inter_broker and api_key != ApiVersions.key
+        if deferred:
+            frame = memoryview(bytes(frame))
         try:
             header, pos = decode_request_header(frame, api.request_header_version(version))
             request, end = api.decode_request(frame, version, pos)
@@ -144,7 +211,10 @@ class Connection(asyncio.Protocol):
             return
         ctx = RequestContext(self.broker, self, api_key, version, correlation_id, header.client_id)
         self.broker.stats.request(api_key, len(frame) + 4)
-        self._dispatch(handler, ctx, request)
+        if deferred:
+            self._dispatch(replace(handler, fn=_when_ready, is_async=True), ctx, (handler, request))
+        else:
+            self._dispatch(handler, ctx, request)
 
     def _dispatch(self, handler: Handler, ctx: RequestContext, request: Any) -> None:
         try:
@@ -240,3 +310,13 @@ class Connection(asyncio.Protocol):
             self._flush()
         elif self.transport is not None:
             self.transport.writelines(chunks)
+
+
+async def _when_ready(ctx: RequestContext, deferred: tuple[Handler, Any]) -> Any:
+    """A client request that arrived before the broker was ready, served once it is."""
+    handler, request = deferred
+    await ctx.broker.ready.wait()
+    result = handler.fn(ctx, request)
+    if handler.is_async or type(result) is CoroutineType:
+        result = await result
+    return result

@@ -94,7 +94,7 @@ class LogSegment:
     @classmethod
     def _build(cls, directory: Path | None, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
         if directory is None:
-            store: FileStore | MemoryStore = MemoryStore()
+            store: FileStore | MemoryStore = MemoryStore(config.segment_bytes + config.max_message_bytes)
             index_path = time_path = None
         else:
             store = FileStore(directory / file_name(base_offset, LOG_SUFFIX))

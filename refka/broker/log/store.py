@@ -172,22 +172,32 @@ def _copy_range(src: int, dst: int, size: int) -> None:
 
 
 class MemoryStore:
+    """A segment's bytes in anonymous memory.
+
+    The whole segment's capacity (segment.bytes plus one batch) is reserved up
+    front as an anonymous mapping with MAP_NORESERVE: pages are only allocated
+    when written, and the data never moves as the segment grows (a growing
+    bytearray re-allocated and copied the segment at every doubling, which
+    dominated memory-mode produce). Past the capacity (an oversize batch) it
+    falls back to a copy into a larger mapping.
+    """
+
     __slots__ = ("size", "_buf")
 
     path = None
 
-    def __init__(self) -> None:
+    def __init__(self, capacity: int = 1 << 20) -> None:
         self.size = 0
-        self._buf = bytearray()
+        self._buf = _anonymous(max(capacity, 4096))
 
     def write(self, data: Any) -> None:
         n = len(data)
         need = self.size + n
         if need > len(self._buf):
-            grown = bytearray(max(need, 2 * len(self._buf), 4096))
-            grown[: self.size] = memoryview(self._buf)[: self.size]
+            grown = _anonymous(max(need, 2 * len(self._buf)))
+            grown[: self.size] = self._buf[: self.size]
             self._buf = grown
-        # Same-length slice assignment: allowed while views of the bytearray exist.
+        # Same-length slice assignment: allowed while views of the mapping exist.
         self._buf[self.size : need] = data
         self.size = need
 
@@ -206,8 +216,9 @@ class MemoryStore:
     def truncate(self, size: int) -> None:
         if size >= self.size:
             return
-        fresh = bytearray(max(size, 4096))
-        fresh[:size] = memoryview(self._buf)[:size]
+        # A fresh mapping: views handed out earlier keep the old bytes.
+        fresh = _anonymous(len(self._buf))
+        fresh[:size] = self._buf[:size]
         self._buf = fresh
         self.size = size
 
@@ -221,8 +232,13 @@ class MemoryStore:
         pass
 
     def delete(self) -> None:
-        self._buf = bytearray()
+        self._buf = _anonymous(4096)
         self.size = 0
+
+
+def _anonymous(size: int) -> mmap.mmap:
+    flags = mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", 0x20) | getattr(mmap, "MAP_NORESERVE", 0)
+    return mmap.mmap(-1, size, flags=flags)
 
 
 Store = FileStore | MemoryStore
