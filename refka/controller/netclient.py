@@ -67,10 +67,12 @@ class KafkaConnection:
         return self._closed
 
     async def connect(self) -> None:
+        # asyncio.timeout, not wait_for: on 3.11 wait_for swallows a cancellation
+        # that lands as the awaited result arrives, and a cancelled channel
+        # sender then runs on and blocks the controller's stop (shutdown hang).
         try:
-            self._reader, self._writer = await asyncio.wait_for(
-                asyncio.open_connection(self.host, self.port), self.connect_timeout
-            )
+            async with asyncio.timeout(self.connect_timeout):
+                self._reader, self._writer = await asyncio.open_connection(self.host, self.port)
         except (TimeoutError, OSError) as e:
             raise KafkaConnectionError(f"cannot connect to {self.host}:{self.port}: {e!r}") from e
         self._closed = False
@@ -130,7 +132,8 @@ class KafkaConnection:
         if fut is None:
             return None
         try:
-            return await asyncio.wait_for(asyncio.shield(fut), timeout or self.request_timeout)
+            async with asyncio.timeout(timeout or self.request_timeout):  # not wait_for: see connect()
+                return await asyncio.shield(fut)
         except TimeoutError:
             err = KafkaConnectionError(f"{api.name} v{version} to {self.host}:{self.port} timed out")
             self._fail(err)
