@@ -19,13 +19,14 @@ test: install-test js
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 
 bench: install-test
+	$(PIP) install -q -e '.[test,bench]'
 	$(PY) -m lab.bench $(ARGS)
 
 lint: install-test
 	$(VENV)/bin/ruff check refka tests lab
 
 api-table: install
-	$(VENV)/bin/refka api-versions
+	$(VENV)/bin/refka api-versions --readme README.md
 
 zookeeper: install system-deps-test
 	$(VENV)/bin/refka zookeeper

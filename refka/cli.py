@@ -63,7 +63,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_serve(sub)
     _add_topics(sub)
-    sub.add_parser("api-versions", help="print the served APIs and versions as a Markdown table")
+    av = sub.add_parser("api-versions", help="print the served APIs and versions as a Markdown table")
+    av.add_argument("--readme", type=Path, default=None,
+                    help="rewrite the table between the api-versions markers of this file instead")
     z = sub.add_parser("zookeeper", help="run a private ZooKeeper (Debian's zookeeper package)")
     z.add_argument("--port", type=int, default=2181)
     z.add_argument("--data-dir", default="./refka-data/zookeeper")
@@ -78,8 +80,11 @@ def main(argv: list[str] | None = None) -> int:
 
         return run(args)
     if args.command == "api-versions":
-        from .broker.server import api_versions_table
+        from .broker.server import api_versions_table, replace_readme_table
 
+        if args.readme is not None:
+            args.readme.write_text(replace_readme_table(args.readme.read_text(), api_versions_table()))
+            return 0
         print(api_versions_table())
         return 0
     if args.command == "zookeeper":

@@ -9,18 +9,21 @@ ready once the controller's first UpdateMetadata names it.
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any, Coroutine
+from typing import Any
 
+from refka.controller.producer_ids import ProducerIdManager
 from refka.protocol import ErrorCode
 from refka.protocol.messages.api_versions import ApiVersions
 
 from . import handlers as _handlers  # noqa: F401  (registers every handler)
+from . import logging as _rlog
 from .config import BrokerConfig, Endpoint
 from .connection import Connection
 from .fetch_session import FetchSessionCache
+from .group import GroupCoordinator
 from .log import LogManager
-from . import logging as _rlog
 from .logging import get_logger
 from .metadata_cache import MetadataCache
 from .registry import HANDLERS
@@ -51,6 +54,10 @@ class Broker:
         self.controller_epoch = -1  # newest controller epoch seen (fencing of old controllers)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self._metadata_waiters: list[asyncio.Future[None]] = []
+        # Consumer groups of the __consumer_offsets partitions this broker leads.
+        self.groups = GroupCoordinator.for_broker(self)
+        # InitProducerId: ids from blocks claimed through controller_side's store session.
+        self.producer_ids = ProducerIdManager(self.node_id)
 
     # -- lifecycle
 
@@ -87,7 +94,7 @@ class Broker:
         for s in self.servers:
             try:
                 await asyncio.wait_for(s.wait_closed(), 1.0)
-            except asyncio.TimeoutError:
+            except TimeoutError:
                 pass
         self.servers.clear()
 
@@ -97,6 +104,7 @@ class Broker:
             t.cancel()
         if self.tasks:
             await asyncio.wait(list(self.tasks), timeout=2.0)
+        self.groups.close()
         self.replicas.close()
         log.info("broker_stopped", broker=self.node_id)
 

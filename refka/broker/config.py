@@ -10,9 +10,10 @@ Kafka properties file can be used as it is.
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 # name -> (type, default). Types: int, bool, str, float, list (comma separated).
 DEFAULTS: dict[str, tuple[type, Any]] = {
@@ -38,6 +39,13 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "log.retention.check.interval.ms": (int, 300_000),
     "log.message.timestamp.type": (str, "CreateTime"),
     "log.cleanup.policy": (str, "delete"),
+    "log.cleaner.enable": (bool, True),
+    "log.cleaner.backoff.ms": (int, 15000),
+    "log.cleaner.delete.retention.ms": (int, 86400000),
+    "log.cleaner.min.cleanable.ratio": (float, 0.5),
+    "log.cleaner.min.compaction.lag.ms": (int, 0),
+    "log.cleaner.max.compaction.lag.ms": (int, 2**63 - 1),
+    "log.cleaner.dedupe.buffer.size": (int, 128 * 1024 * 1024),
     "log.flush.interval.messages": (int, 2**63 - 1),
     "log.flush.interval.ms": (int, -1),
     "message.max.bytes": (int, 1048588),
@@ -50,6 +58,12 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "group.initial.rebalance.delay.ms": (int, 3000),
     "group.min.session.timeout.ms": (int, 6000),
     "group.max.session.timeout.ms": (int, 1800000),
+    "group.max.size": (int, 2**31 - 1),
+    "offsets.retention.check.interval.ms": (int, 600000),
+    "offsets.commit.timeout.ms": (int, 5000),
+    "offsets.load.buffer.size": (int, 5 * 1024 * 1024),
+    "offsets.topic.segment.bytes": (int, 100 * 1024 * 1024),
+    "offset.metadata.max.bytes": (int, 4096),
     "controlled.shutdown.enable": (bool, True),
     "leader.discovery.hints.enable": (bool, True),
     "cluster.id": (str, ""),
@@ -140,7 +154,7 @@ class BrokerConfig:
         file: Path | None = None,
         environ: Mapping[str, str] | None = None,
         overrides: Mapping[str, str] | None = None,
-    ) -> "BrokerConfig":
+    ) -> BrokerConfig:
         props: dict[str, str] = {}
         if file is not None:
             props.update(read_properties(file))
@@ -154,7 +168,7 @@ class BrokerConfig:
     def get(self, name: str, default: Any = None) -> Any:
         return self.values.get(name, self.raw.get(name, default))
 
-    def with_overrides(self, **props: str) -> "BrokerConfig":
+    def with_overrides(self, **props: str) -> BrokerConfig:
         raw = dict(self.raw)
         raw.update(props)
         return BrokerConfig(raw)
@@ -198,4 +212,8 @@ class BrokerConfig:
             "flush.messages": str(v["log.flush.interval.messages"]),
             "flush.ms": str(v["log.flush.interval.ms"] if v["log.flush.interval.ms"] >= 0 else 2**63 - 1),
             "compression.type": str(v["compression.type"]),
+            "delete.retention.ms": str(v["log.cleaner.delete.retention.ms"]),
+            "min.cleanable.dirty.ratio": str(v["log.cleaner.min.cleanable.ratio"]),
+            "min.compaction.lag.ms": str(v["log.cleaner.min.compaction.lag.ms"]),
+            "max.compaction.lag.ms": str(v["log.cleaner.max.compaction.lag.ms"]),
         }

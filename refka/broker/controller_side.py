@@ -6,17 +6,37 @@ its admin writes (CreateTopics, DeleteTopics, CreatePartitions, configs)
 through it, as Kafka's ZooKeeper-mode brokers do. The controller tells every
 broker, this one included, what to do over the Kafka protocol
 (LeaderAndIsr, UpdateMetadata, StopReplica on the broker's listener).
+
+Topic config changes reach every broker as in Kafka's ZooKeeper mode
+(ZkNodeChangeNotificationListener): AlterConfigs writes ``/config/topics/<t>``
+and a sequential ``/config/changes/config_change_<n>``; each broker watches the
+children of ``/config/changes`` (a one-shot watch, set again at every read and
+after a new session), reads the notifications newer than the last it handled,
+and for a topic it hosts re-reads the topic's config and gives its partition
+logs the new LogConfig. Notifications older than 15 minutes are deleted by
+whichever broker sees them, as Kafka does.
 """
 
 from __future__ import annotations
 
+import asyncio
+import time
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
 from refka.controller import admin, znodes
 from refka.controller.channel import ControllerChannel
 from refka.controller.controller import Controller
-from refka.controller.store import EmbeddedStore, MetadataStore, SessionState, ZooKeeperStore
+from refka.controller.store import (
+    EmbeddedStore,
+    MetadataStore,
+    NoNodeError,
+    SessionState,
+    StoreError,
+    WatchedEvent,
+    ZooKeeperStore,
+)
 
 from .logging import get_logger
 
@@ -24,6 +44,9 @@ if TYPE_CHECKING:
     from .broker import Broker
 
 log = get_logger("refka.controller_side")
+
+# Kafka's ZkNodeChangeNotificationListener.changeExpirationMs.
+CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
 
 def open_store(zookeeper: str | None, journal_dir: Path | None) -> MetadataStore:
@@ -40,12 +63,16 @@ class ControllerSide:
         self.controller: Controller | None = None
         self.broker_epoch = -1
         self._info: znodes.BrokerInfo | None = None
+        self._last_config_change = -1  # sequence number of the last notification handled
+        self._config_changes_pending = False
+        self._config_changes_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
         b = self.broker
         await self.session.start()
         self.session.add_listener(self._on_session_state)
         b.metadata.cluster_id = await admin.ensure_cluster(self.session)
+        self._schedule_config_changes()
         self._info = znodes.BrokerInfo(
             broker_id=b.node_id,
             endpoints=tuple(znodes.Endpoint(ep.listener, ep.host, ep.port) for ep in b.advertised),
@@ -60,6 +87,7 @@ class ControllerSide:
         # A new session after expiry lost our ephemeral registration: register again.
         if state == SessionState.CONNECTED and self._info is not None and self.broker_epoch >= 0:
             self.broker.spawn(self._reregister())
+            self._schedule_config_changes()  # the watch went with the old session
 
     async def _reregister(self) -> None:
         assert self._info is not None
@@ -105,3 +133,84 @@ class ControllerSide:
 
     async def set_topic_configs(self, name: str, configs: Mapping[str, Any]) -> dict[str, str]:
         return await admin.set_topic_config(self.session, name, configs)
+
+    # -- topic config changes (see the module docstring)
+
+    def _watch_config_changes(self, event: WatchedEvent) -> None:
+        self._schedule_config_changes()
+
+    def _schedule_config_changes(self) -> None:
+        self._config_changes_pending = True
+        if self._config_changes_task is None or self._config_changes_task.done():
+            self._config_changes_task = self.broker.spawn(self._process_config_changes())
+
+    async def _process_config_changes(self) -> None:
+        while self._config_changes_pending:
+            self._config_changes_pending = False
+            try:
+                children = await self.session.get_children(znodes.CONFIG_CHANGES,
+                                                            watch=self._watch_config_changes)
+                await self._handle_config_changes(children)
+            except StoreError as e:  # a new session (CONNECTED) schedules another read
+                log.warning("config_changes_unreadable", broker=self.broker.node_id, error=repr(e))
+                return
+
+    async def _handle_config_changes(self, children: list[str]) -> None:
+        now_ms = int(time.time() * 1000)
+        for child in sorted(children):
+            if not child.startswith(znodes.CONFIG_CHANGE_PREFIX):
+                continue
+            try:
+                seq = int(child[len(znodes.CONFIG_CHANGE_PREFIX):])
+            except ValueError:
+                continue
+            path = f"{znodes.CONFIG_CHANGES}/{child}"
+            if seq > self._last_config_change:
+                try:
+                    data, stat = await self.session.get(path)
+                except NoNodeError:
+                    continue
+                self._last_config_change = seq
+                try:
+                    kind, _, name = znodes.decode_config_change(data).partition("/")
+                except ValueError:
+                    log.warning("config_change_unreadable", path=path)
+                    continue
+                if kind == "topics" and name:
+                    await self._topic_config_changed(name)
+            else:
+                found = await self.session.exists(path)
+                if found is None:
+                    continue
+                stat = found
+            if now_ms - stat.ctime > CONFIG_CHANGE_EXPIRATION_MS:
+                try:
+                    await self.session.delete(path)
+                except NoNodeError:
+                    pass
+
+    async def _topic_config_changed(self, topic: str) -> None:
+        """Re-read the topic's overrides and hand every local log of it the new LogConfig."""
+        b = self.broker
+        if topic not in b.topic_configs and not self._hosted(topic):
+            return  # read when a partition of it arrives (LeaderAndIsr)
+        try:
+            overrides = await admin.get_topic_config(self.session, topic)
+        except admin.UnknownTopicError:
+            return
+        parts = self._hosted(topic)
+        if topic not in b.topic_configs and not parts:
+            return
+        b.topic_configs[topic] = overrides
+        try:
+            cfg = b.replicas.log_config(topic)
+        except ValueError as e:  # validated on the way in; an older refka may have written it
+            log.warning("topic_config_not_applied", topic=topic, error=str(e))
+            return
+        for p in parts:
+            p.log.update_config(cfg)
+        log.info("topic_config_applied", broker=b.node_id, topic=topic, overrides=overrides,
+                 partitions=len(parts))
+
+    def _hosted(self, topic: str) -> list:
+        return [p for (t, _i), p in list(self.broker.replicas.partitions.items()) if t == topic]

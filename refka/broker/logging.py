@@ -7,7 +7,6 @@ import sys
 
 import structlog
 
-
 # True when debug logging (the request log) is on: checked once per request.
 DEBUG = False
 

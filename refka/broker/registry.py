@@ -11,8 +11,9 @@ Returning ``None`` sends no response (Produce with acks=0).
 from __future__ import annotations
 
 import inspect
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from refka.protocol import Api
 from refka.protocol.messages import APIS

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any
 from refka.protocol import ErrorCode
 
 from .log import LogConfig, LogManager, PartitionLog
+from .log.cleaner import MAP_ENTRY_BYTES, LogCleaner
 from .logging import get_logger
 
 if TYPE_CHECKING:
@@ -172,6 +173,22 @@ class ReplicaManager:
                 log.info("retention_deleted_segments", segments=result.segments_removed)
                 for p in self.partitions.values():
                     p._wake()
+
+    async def cleaner_loop(self, backoff_ms: int) -> None:
+        """Log compaction (log/cleaner.py) every log.cleaner.backoff.ms, off the event
+        loop like retention; stops a running pass when cancelled."""
+        cleaner = LogCleaner(self.logs, max_map_keys=max(
+            1, self.broker.config["log.cleaner.dedupe.buffer.size"] // MAP_ENTRY_BYTES))
+        try:
+            while True:
+                await asyncio.sleep(backoff_ms / 1000)
+                result = await asyncio.to_thread(cleaner.clean_pass, None, self.high_watermark_of)
+                if result.logs_cleaned:
+                    log.info("logs_compacted", logs=result.logs_cleaned, segments=result.segments_cleaned,
+                             records_removed=result.records_removed, bytes_before=result.bytes_before,
+                             bytes_after=result.bytes_after)
+        finally:
+            cleaner.shutdown()
 
     def close(self) -> None:
         for p in self.partitions.values():

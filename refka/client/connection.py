@@ -27,7 +27,7 @@ class BrokerConnectionError(ConnectionError):
 
 
 class _Protocol(asyncio.Protocol):
-    def __init__(self, conn: "BrokerConnection") -> None:
+    def __init__(self, conn: BrokerConnection) -> None:
         self.conn = conn
         self.decoder = FrameDecoder()
 
@@ -50,13 +50,13 @@ class BrokerConnection:
         self.versions: dict[int, tuple[int, int]] = {}
         self.closed = False
 
-    async def connect(self, timeout: float = 10.0, negotiate: bool = True) -> "BrokerConnection":
+    async def connect(self, timeout: float = 10.0, negotiate: bool = True) -> BrokerConnection:
         loop = asyncio.get_running_loop()
         try:
             self._transport, _ = await asyncio.wait_for(
                 loop.create_connection(lambda: _Protocol(self), self.host, self.port), timeout
             )
-        except (OSError, asyncio.TimeoutError) as e:
+        except (TimeoutError, OSError) as e:
             raise BrokerConnectionError(f"cannot connect to {self.host}:{self.port}: {e}") from e
         if negotiate:
             resp = await self.request(ApiVersions, ApiVersions.Request(

@@ -18,6 +18,7 @@ so a ZooKeeper shared with tools that know Kafka's layout reads naturally.
     /config/changes/config_change_<seq>          {"version":2,"entity_path":"topics/<t>"}
     /admin/delete_topics/<t>                     (empty)
     /isr_change_notification/isr_change_<seq>    {"version":1,"partitions":[{"topic":..,"partition":..}]}
+    /latest_producer_id_block                    {"version":1,"broker":0,"block_start":"0","block_end":"999"}
 
 Where KIP-232's epochs live. ``partition_epoch`` is in the partition znode,
 as seed 004 defines it. Seed 002 adds ``topic_epoch`` without saying where it
@@ -51,6 +52,7 @@ CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
 ISR_CHANGE = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
+LATEST_PRODUCER_ID_BLOCK = "/latest_producer_id_block"
 
 # Created at start-up so watches on their children can be set.
 PERSISTENT_PATHS = (
@@ -482,3 +484,26 @@ def isr_change_notification(partitions: list[tuple[str, int]]) -> bytes:
 
 def decode_isr_change(data: bytes) -> list[tuple[str, int]]:
     return [(str(e["topic"]), int(e["partition"])) for e in _loads(data).get("partitions") or []]
+
+
+# ---- /latest_producer_id_block ---------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProducerIdBlock:
+    """``/latest_producer_id_block``: the last block of producer ids a broker claimed,
+    ``{"version":1,"broker":0,"block_start":"0","block_end":"999"}`` (ids as strings and
+    the end inclusive, as Kafka writes them)."""
+
+    broker_id: int
+    block_start: int
+    block_end: int
+
+    def to_json(self) -> bytes:
+        return _dumps({"version": 1, "broker": self.broker_id, "block_start": str(self.block_start),
+                       "block_end": str(self.block_end)})
+
+    @classmethod
+    def from_json(cls, data: bytes) -> ProducerIdBlock:
+        doc = _loads(data)
+        return cls(int(doc["broker"]), int(doc["block_start"]), int(doc["block_end"]))

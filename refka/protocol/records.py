@@ -73,6 +73,7 @@ __all__ = [
     "iter_valid_batches",
     "parse_batches",
     "read_header",
+    "rebuild_batch",
     "set_log_append_time",
     "valid_length",
 ]
@@ -573,6 +574,58 @@ def _encode_record(out: bytearray, offset_delta: int, ts_delta: int, record: New
             body += hvalue
     wv(out, len(body))
     out += body
+
+
+def rebuild_batch(batch: Buffer, records: Sequence[Record]) -> bytearray:
+    """The batch at ``batch[0:]`` holding only ``records`` (some of its own, in order,
+    from :func:`iter_records`): what log compaction writes (Kafka's
+    ``MemoryRecords.filterTo``). Kept as they were: base offset and last offset delta
+    (so a producer's last sequence survives, as Kafka keeps the batch's last offset),
+    partition leader epoch, producer id, epoch and base sequence, attributes and codec,
+    base timestamp, each record's offset and timestamp deltas. The max timestamp
+    becomes the largest kept (LogAppendTime batches keep theirs). No records: a
+    header-only, uncompressed batch (Kafka's empty batch, kept for its offsets and
+    producer state)."""
+    mv = batch if isinstance(batch, memoryview) else memoryview(batch)
+    h = _read_header(mv, 0, len(mv), False, False)
+    attributes = h.attributes
+    codec = attributes & _COMPRESSION_MASK
+    payload: bytes | bytearray = b""
+    max_ts = h.max_timestamp
+    if records:
+        body = bytearray()
+        for r in records:
+            _encode_record(body, r.offset_delta, r.timestamp_delta, NewRecord(r.key, r.value, r.headers))
+        if codec:
+            xerial = codec == Compression.SNAPPY and bytes(mv[HEADER_SIZE : HEADER_SIZE + 8]) == _XERIAL_MAGIC
+            payload = _compress(Compression(codec), bytes(body), xerial)
+        else:
+            payload = body
+        if not attributes & _TIMESTAMP_TYPE_MASK:
+            max_ts = h.base_timestamp + max(r.timestamp_delta for r in records)
+    else:
+        attributes &= ~_COMPRESSION_MASK
+    out = bytearray(HEADER_SIZE)
+    out += payload
+    _HEADER.pack_into(
+        out,
+        0,
+        h.base_offset,
+        len(out) - LOG_OVERHEAD,
+        h.partition_leader_epoch,
+        MAGIC,
+        0,
+        attributes,
+        h.last_offset_delta,
+        h.base_timestamp,
+        max_ts,
+        h.producer_id,
+        h.producer_epoch,
+        h.base_sequence,
+        len(records),
+    )
+    _U32.pack_into(out, _CRC_OFFSET, crc32c(memoryview(out)[_ATTRIBUTES_OFFSET:]))
+    return out
 
 
 def build_batch(

@@ -237,16 +237,9 @@ def test_produce_acks_round_trip(any_broker, acks):
     assert_same_records(read_partition(any_broker.bootstrap, topic), records, topic, 0)
 
 
-@pytest.mark.parametrize("codec", [
-    "none", "gzip", "snappy",
-    pytest.param("lz4", marks=pytest.mark.xfail(
-        strict=True, raises=AssertionError,
-        reason="librdkafka enables LZ4 only when the broker lists FindCoordinator (key 10) in ApiVersions "
-               "(rdkafka_feature.c: LZ4 depends on FindCoordinator v0, 'GroupCoordinator came with 0.8.2'); "
-               "refka does not serve FindCoordinator yet, so librdkafka logs 'Broker does not support "
-               "compression type lz4: not compressing batch' and sends the batch uncompressed")),
-    "zstd",
-])
+# librdkafka enables LZ4 only when the broker lists FindCoordinator (key 10) in
+# ApiVersions (rdkafka_feature.c: LZ4 depends on FindCoordinator v0); refka serves it.
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
 def test_produce_compression_round_trip(any_broker, codec):
     topic = unique_topic(f"codec-{codec}")
     create_topic(any_broker.bootstrap, topic)

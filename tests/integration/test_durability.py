@@ -134,7 +134,7 @@ def produce_all(bootstrap: str, topic: str, records: list[tuple[int, Record]], a
         "acks": acks,
         "linger.ms": 5,
         "batch.num.messages": 50,  # many batches: small segments roll between them
-        "enable.idempotence": False,  # refka serves no InitProducerId
+        "enable.idempotence": False,  # plain acks semantics: idempotence has its own tests
         "max.in.flight.requests.per.connection": 1,  # offsets in send order, even on a retry
         "message.timeout.ms": 60_000,
     })

@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import asyncio
 
+from refka.controller.admin import AdminError
 from refka.protocol import ErrorCode
 from refka.protocol.messages.create_partitions import CreatePartitions
 
-from refka.controller.admin import AdminError
 from ..registry import handles
 
 Resp = CreatePartitions.Response
@@ -69,7 +69,7 @@ async def handle_create_partitions(ctx, req):
 
         try:
             await asyncio.wait_for(wait(), req.timeout_ms / 1000)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             for r, n, count in grown:
                 if not broker.topic_ready(n, count):
                     r.error_code = ErrorCode.REQUEST_TIMED_OUT

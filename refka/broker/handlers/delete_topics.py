@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import asyncio
 
+from refka.controller.admin import AdminError
 from refka.protocol import ErrorCode
 from refka.protocol.messages.delete_topics import DeleteTopics
 
-from refka.controller.admin import AdminError
 from ..metadata_cache import ZERO_UUID
 from ..registry import handles
 
@@ -63,7 +63,7 @@ async def handle_delete_topics(ctx, req):
     if deleting and req.timeout_ms > 0:
         try:
             await asyncio.wait_for(broker.wait_for_topics_gone([m for _r, m in deleting]), req.timeout_ms / 1000)
-        except asyncio.TimeoutError:
+        except TimeoutError:
             for r, meta in deleting:
                 if not broker.topic_gone(meta):
                     r.error_code = ErrorCode.REQUEST_TIMED_OUT

@@ -11,6 +11,8 @@ Behavior:
   old log is deleted first.
 - refka KIP-253: the topic's partition counts (tagged) are kept with the
   partition for INVALID_PARTITION_METADATA checks.
+- A __consumer_offsets partition this broker now leads has its groups loaded
+  by the group coordinator; one it no longer leads has them dropped.
 
 Version notes:
 - v1 is_new. v2 topic states grouped by topic, broker_epoch. v3 adding/removing
@@ -23,6 +25,7 @@ from __future__ import annotations
 from refka.protocol import ErrorCode
 from refka.protocol.messages.leader_and_isr import LeaderAndIsr
 
+from ..group import OFFSETS_TOPIC
 from ..metadata_cache import ZERO_UUID
 from ..registry import handles
 from ..replica_manager import PartitionState
@@ -68,6 +71,12 @@ async def handle_leader_and_isr(ctx, req):
                 p = broker.replicas.become_leader_or_follower(topic, ps.partition_index, topic_id, state)
                 if counts is not None:
                     p.undeleted_partition_count = counts.undeleted_partition_count
+                if topic == OFFSETS_TOPIC:
+                    # The group coordinator loads (or drops) this partition's groups.
+                    if p.is_leader:
+                        broker.groups.on_become_leader(ps.partition_index, ps.leader_epoch)
+                    else:
+                        broker.groups.on_resign(ps.partition_index)
             except OSError:
                 err = ErrorCode.KAFKA_STORAGE_ERROR
         errors.append((topic, topic_id, ps.partition_index, err))

@@ -7,7 +7,10 @@ Behavior:
   batch is CORRUPT_MESSAGE, magic < 2 is INVALID_RECORD (v3+ requires v2), a
   batch above the topic's max.message.bytes is MESSAGE_TOO_LARGE, compression
   bits naming no codec (5-7) UNSUPPORTED_COMPRESSION_TYPE. The batch
-  header is read and the CRC checked; records are not decoded.
+  header is read and the CRC checked; records are not decoded, except on a
+  compacted topic (cleanup.policy has compact): a record without a key is
+  INVALID_RECORD with record_errors (v8+), as Kafka 2.4+ answers (KIP-467;
+  older Kafka said CORRUPT_MESSAGE).
 - Offsets and the partition leader epoch are patched into the batch in place,
   then the batch is written as received (no recompression).
 - A partition this broker does not lead is NOT_LEADER_OR_FOLLOWER; an
@@ -18,6 +21,14 @@ Behavior:
   differs from the broker's gets INVALID_PARTITION_METADATA.
 - acks=-1 answers once the ISR has the records (the high watermark passed
   them); on one replica that is at once.
+- Idempotent producer (batches with a producer id, KIP-98): the partition's
+  producer state checks epoch and sequence before anything is appended
+  (rules in broker/log/producer_state.py). A retry of one of a producer's
+  last five batches is not appended again and is answered with the original
+  base offset; an older retry DUPLICATE_SEQUENCE_NUMBER; a gap or a new
+  epoch not starting at sequence 0 OUT_OF_ORDER_SEQUENCE_NUMBER; an epoch
+  below the producer's INVALID_PRODUCER_EPOCH. An unknown producer id is
+  accepted at any sequence (Kafka 2.5+, never UNKNOWN_PRODUCER_ID).
 - Transactions are not served: a transactional_id is refused with
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED (see the gaps list in the README).
 
@@ -36,18 +47,22 @@ from refka.protocol.messages.produce import Produce
 from refka.protocol.records import (
     CorruptRecordError,
     InvalidRecordError,
+    RecordError,
     UnsupportedCompressionTypeError,
     parse_batches,
 )
 
 from ..leader_hints import current_leader, hints_enabled, node_endpoints
 from ..log import RecordTooLargeError
+from ..log.cleaner import keyless_records
+from ..log.producer_state import ProducerStateError
 from ..registry import handles
 
 Resp = Produce.Response
 RTopic = Resp.TopicProduceResponse
 RPart = RTopic.PartitionProduceResponse
 RLeader = RPart.LeaderIdAndEpoch
+RRecordError = RPart.BatchIndexAndErrorMessage
 REndpoint = Resp.NodeEndpoint
 
 NONE = ErrorCode.NONE
@@ -57,6 +72,20 @@ HINTED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 def _error(index: int, code: ErrorCode, message: str | None = None) -> RPart:
     return RPart(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
                  log_start_offset=-1, error_message=message)
+
+
+def _keyless_error(index: int, topic: str, records, batches) -> RPart | None:
+    """A compacted topic refuses records without a key (Kafka's LogValidator)."""
+    try:
+        bad = keyless_records(records, batches)
+    except RecordError as e:
+        return _error(index, ErrorCode.CORRUPT_MESSAGE, str(e))
+    if not bad:
+        return None
+    why = f"Compacted topic cannot accept message without key in topic partition {topic}-{index}."
+    r = _error(index, ErrorCode.INVALID_RECORD, f"One or more records have been rejected: {why}")
+    r.record_errors = [RRecordError(batch_index=i, batch_index_error_message=why) for i in bad]
+    return r
 
 
 @handles(Produce.key, 3, 11)
@@ -131,10 +160,18 @@ def handle_produce(ctx, req):
                                         f"batch of {too_large.length} bytes exceeds max.message.bytes "
                                         f"{cfg.max_message_bytes}"))
                 continue
+            if cfg.compacts:
+                r = _keyless_error(idx, name, records, batches)
+                if r is not None:
+                    parts_out.append(r)
+                    continue
             try:
                 info = part.append(records, batches, cfg.log_append_time)
             except RecordTooLargeError as e:
                 parts_out.append(_error(idx, ErrorCode.MESSAGE_TOO_LARGE, str(e)))
+                continue
+            except ProducerStateError as e:
+                parts_out.append(_error(idx, ErrorCode(e.error_code), str(e)))
                 continue
             except OSError as e:
                 parts_out.append(_error(idx, ErrorCode.KAFKA_STORAGE_ERROR, str(e)))

@@ -6,6 +6,8 @@ Behavior:
   directory is removed (topic deletion, reassignment away). A leader_epoch
   (v3+) older than the local one is FENCED_LEADER_EPOCH for that partition; -2
   (deletion) always applies.
+- A __consumer_offsets partition that stops here has its groups dropped by
+  the group coordinator.
 
 Version notes:
 - v1 topics grouped, broker_epoch. v2 flexible. v3 per-partition leader epoch
@@ -17,6 +19,7 @@ from __future__ import annotations
 from refka.protocol import ErrorCode
 from refka.protocol.messages.stop_replica import StopReplica
 
+from ..group import OFFSETS_TOPIC
 from ..registry import handles
 
 Resp = StopReplica.Response
@@ -51,6 +54,8 @@ def handle_stop_replica(ctx, req):
             errors.append(RErr(topic_name=topic, partition_index=index, error_code=ErrorCode.FENCED_LEADER_EPOCH))
             continue
         broker.replicas.stop_replica(topic, index, delete)
+        if topic == OFFSETS_TOPIC:
+            broker.groups.on_resign(index)
         if delete:
             broker.topic_configs.pop(topic, None)
         errors.append(RErr(topic_name=topic, partition_index=index, error_code=ErrorCode.NONE))

@@ -5,6 +5,7 @@
 - :mod:`.segment`: one segment and its lookups; :mod:`.index`: the sparse indexes;
   :mod:`.store`: mmapped file or bytearray behind a segment.
 - :mod:`.epoch_cache`: the leader-epoch cache; :mod:`.checkpoint`: its file format.
+- :mod:`.producer_state`: the idempotent producer's state and its snapshots.
 - :mod:`.manager`: ``LogManager`` (all partitions of a broker, retention pass).
 """
 

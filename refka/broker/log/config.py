@@ -44,6 +44,11 @@ class LogConfig:
     # as in Kafka: appends reach the kernel (unbuffered writes) and survive a process crash.
     flush_messages: int = LONG_MAX
     flush_ms: int = LONG_MAX
+    # Compaction (cleaner.py), for cleanup.policy=compact.
+    delete_retention_ms: int = _DAY_MS  # how long tombstones stay
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
+    max_compaction_lag_ms: int = LONG_MAX
 
     @property
     def log_append_time(self) -> bool:
@@ -53,6 +58,11 @@ class LogConfig:
     def deletes(self) -> bool:
         """Whether retention by time/size applies (cleanup.policy contains delete)."""
         return "delete" in self.cleanup_policy.split(",")
+
+    @property
+    def compacts(self) -> bool:
+        """Whether the cleaner compacts the log (cleanup.policy contains compact)."""
+        return "compact" in self.cleanup_policy.split(",")
 
     @classmethod
     def from_props(cls, props: Mapping[str, Any], base: LogConfig | None = None) -> LogConfig:
@@ -105,6 +115,10 @@ _TOPIC_NAMES = {
     "file.delete.delay.ms": "file_delete_delay_ms",
     "flush.messages": "flush_messages",
     "flush.ms": "flush_ms",
+    "delete.retention.ms": "delete_retention_ms",
+    "min.cleanable.dirty.ratio": "min_cleanable_dirty_ratio",
+    "min.compaction.lag.ms": "min_compaction_lag_ms",
+    "max.compaction.lag.ms": "max_compaction_lag_ms",
 }
 
 _BROKER_NAMES = {
@@ -118,6 +132,10 @@ _BROKER_NAMES = {
     "log.segment.delete.delay.ms": "file.delete.delay.ms",
     "log.flush.interval.messages": "flush.messages",
     "log.flush.interval.ms": "flush.ms",
+    "log.cleaner.delete.retention.ms": "delete.retention.ms",
+    "log.cleaner.min.cleanable.ratio": "min.cleanable.dirty.ratio",
+    "log.cleaner.min.compaction.lag.ms": "min.compaction.lag.ms",
+    "log.cleaner.max.compaction.lag.ms": "max.compaction.lag.ms",
 }
 
 # Smallest accepted values, as Kafka's ConfigDef declares them.
@@ -132,6 +150,9 @@ _MINIMUM = {
     "file_delete_delay_ms": 0,
     "flush_messages": 1,
     "flush_ms": 0,
+    "delete_retention_ms": 0,
+    "min_compaction_lag_ms": 0,
+    "max_compaction_lag_ms": 1,
 }
 
 
@@ -158,6 +179,14 @@ def _apply(base: LogConfig, props: Mapping[str, Any], names: Mapping[str, str]) 
             if not parts or any(p not in ("compact", "delete") for p in parts):
                 raise InvalidConfigError(f"{name}={value!r}: expected delete, compact or both")
             changes[attr] = ",".join(parts)
+        elif attr == "min_cleanable_dirty_ratio":
+            try:
+                ratio = float(str(value).strip())
+            except ValueError:
+                raise InvalidConfigError(f"{name}={value!r} is not a number") from None
+            if not 0 <= ratio <= 1:
+                raise InvalidConfigError(f"{name}={ratio} is not in [0, 1]")
+            changes[attr] = ratio
         else:
             v = _int(name, value)
             if v < _MINIMUM[attr]:

@@ -1,4 +1,4 @@
-"""A partition's log: segments, log start/end offsets, leader-epoch cache.
+"""A partition's log: segments, log start/end offsets, leader-epoch cache, producer state.
 
 Directory layout (Kafka's, plus two small refka files)::
 
@@ -6,6 +6,8 @@ Directory layout (Kafka's, plus two small refka files)::
         00000000000000000000.log        raw v2 batches
         00000000000000000000.index      sparse offset index
         00000000000000000000.timeindex  sparse time index
+        00000000000000000000.snapshot   producer state below that offset, Kafka's format
+                                        (``producer_state.py``)
         leader-epoch-checkpoint         Kafka's format: 0, count, "epoch startOffset" lines
         log-start-offset                same format, one entry: the log start offset
                                         (Kafka keeps one broker-wide
@@ -56,10 +58,12 @@ from refka.protocol.records import (
 )
 
 from . import checkpoint
+from .cleaner import complete_interrupted_swaps
 from .config import LogConfig
 from .epoch_cache import FILE_NAME as EPOCH_FILE_NAME
 from .epoch_cache import UNDEFINED_EPOCH, LeaderEpochCache
 from .errors import LogClosedError, OffsetOutOfRangeError, RecordTooLargeError, UnexpectedAppendOffsetError
+from .producer_state import ProducerStateManager
 from .segment import (
     DELETED_SUFFIX,
     INDEX_SUFFIX,
@@ -100,6 +104,9 @@ class AppendInfo(NamedTuple):
     records_count: int
     valid_bytes: int
     log_start_offset: int
+    # A client's retry of a batch already in the log (idempotent producer): nothing
+    # was appended; the offsets and timestamp are the original batch's.
+    duplicate: bool = False
 
 
 class ReadResult(NamedTuple):
@@ -129,6 +136,7 @@ class PartitionLog:
         self._segments: list[LogSegment] = []
         self._bases: list[int] = []
         self._epochs = LeaderEpochCache(None)
+        self._producers = ProducerStateManager(directory)
         self._log_start_offset = 0
         self._log_end_offset = 0
         self._closed = False
@@ -171,6 +179,7 @@ class PartitionLog:
         directory.mkdir(parents=True, exist_ok=True)
         marker = directory / CLEAN_SHUTDOWN_FILE
         clean = marker.exists()
+        complete_interrupted_swaps(directory)  # a log cleaner's swap cut short (cleaner.py)
         bases: list[int] = []
         for entry in os.scandir(directory):
             name = entry.name
@@ -217,7 +226,24 @@ class PartitionLog:
             self._truncate_fully_locked(self._log_start_offset)
         epochs.truncate_from_end(self._log_end_offset)
         epochs.truncate_from_start(self._log_start_offset)
+        self._load_producer_state_locked()
         marker.unlink(missing_ok=True)
+
+    def _load_producer_state_locked(self) -> None:
+        """The producer state at the log end offset: the newest snapshot at or below
+        it, then the batch headers after the snapshot (no record decoding)."""
+        producers = self._producers
+        start = producers.load_snapshot(self._log_end_offset, self._clock())
+        start = max(start, self._segments[0].base_offset)
+        replayed = 0
+        for seg in self._segments:
+            if seg.next_offset <= start or seg.size == 0:
+                continue
+            pos = seg.find_position(start) if seg.base_offset < start else 0
+            replayed += producers.update_from_log(seg.iter_headers(pos), start)
+        if replayed or len(producers):
+            _log.info("producer_state_loaded", dir=str(self.directory), producers=len(producers),
+                      from_offset=start, batches_replayed=replayed)
 
     def _epochs_from_batches(self) -> list[tuple[int, int]]:
         cache = LeaderEpochCache(None)
@@ -263,6 +289,55 @@ class PartitionLog:
         with self._lock:
             return list(self._bases)
 
+    @property
+    def producers(self) -> ProducerStateManager:
+        """The producer state (idempotent producer). Read it on the thread that appends."""
+        return self._producers
+
+    # -- for the log cleaner (cleaner.py), from its worker thread --------------------
+
+    def snapshot_for_cleaning(self) -> tuple[list[LogSegment], list[memoryview], int, int]:
+        """Every segment (the active one last), a view of each one's bytes, the log
+        start and end offsets. The views stay valid and unchanged whatever the log
+        does next (store.py); the caller releases them."""
+        with self._lock:
+            self._check_open()
+            segments = list(self._segments)
+            views = [s.view(0, s.size) if s.size else memoryview(b"") for s in segments]
+            return segments, views, self._log_start_offset, self._log_end_offset
+
+    def replace_segments(
+        self, old: Sequence[LogSegment], sizes: Sequence[int], new: LogSegment, install: Callable[[], None]
+    ) -> bool:
+        """Swap ``new`` in for ``old`` (consecutive, not the active segment, still of
+        these ``sizes``); False, changing nothing, if the log moved on. ``install``
+        gives ``new``'s files their final names, after ``old``'s were renamed
+        ``*.deleted``; if it fails the old segments stay in memory (their open files
+        still serve) and the next open completes the swap."""
+        with self._lock:
+            if self._closed or not old:
+                return False
+            try:
+                i = next(k for k, s in enumerate(self._segments) if s is old[0])
+            except StopIteration:
+                return False
+            j = i + len(old)
+            current = self._segments[i:j]
+            if j >= len(self._segments) or any(
+                a is not b or a.size != n for a, b, n in zip(current, old, sizes, strict=True)
+            ):
+                return False
+            for seg in old:
+                seg.rename_for_deletion()
+            install()
+            self._segments[i:j] = [new]
+            self._bases[i:j] = [new.base_offset]
+            for seg in old:
+                if seg in self._needs_sync:
+                    self._needs_sync.remove(seg)
+                self._reaper(seg, self.config.file_delete_delay_ms)
+            return True
+
     def update_config(self, config: LogConfig) -> None:
         with self._lock:
             self.config = config
@@ -288,8 +363,8 @@ class PartitionLog:
 
         ``headers``: the result of ``records.parse_batches(batches)`` if the caller
         already validated them (then they are not parsed again); otherwise they are
-        parsed and validated here (RecordError). The request bytes are copied once
-        into a bytearray and patched there. With message.timestamp.type=LogAppendTime
+        parsed and validated here (RecordError). A writable memoryview is patched in
+        place; other buffers are copied once into a bytearray and patched there. With message.timestamp.type=LogAppendTime
         each batch gets ``log_append_time_ms`` (default: now).
         """
         if headers is None:
@@ -303,8 +378,19 @@ class PartitionLog:
                 raise RecordTooLargeError(f"batch of {h.length} bytes exceeds max.message.bytes={max_bytes}")
         with self._lock:
             self._check_open()
+            # The idempotent producer's checks (ProducerStateError) and duplicates.
+            dup = self._producers.check(headers)
+            if dup is not None:
+                _log.info("duplicate_batch_acknowledged", dir=str(self.directory or "(memory)"),
+                          producer_id=headers[0].producer_id, base_sequence=dup.first_seq,
+                          base_offset=dup.first_offset)
+                ts = dup.timestamp
+                return AppendInfo(dup.first_offset, dup.last_offset, ts if self.config.log_append_time else -1,
+                                  ts, dup.last_offset, ts, 0, 0, self._log_start_offset, True)
             now = self._clock()
-            buf = bytearray(batches)
+            # A writable view (the connection's receive buffer) is patched in place:
+            # those bytes belong to this request alone. Anything else is copied once.
+            buf = batches if isinstance(batches, memoryview) and not batches.readonly else bytearray(batches)
             append_time = -1
             if self.config.log_append_time:
                 append_time = now if log_append_time_ms is None else log_append_time_ms
@@ -326,6 +412,7 @@ class PartitionLog:
                 records += h.records_count
                 next_offset = last + 1
             self._write(buf, entries, first_offset, next_offset - 1, max_ts, now, records)
+            self._update_producers(headers, first_offset, append_time)
             if leader_epoch >= 0:
                 self._epochs.assign(leader_epoch, first_offset)
             first_ts = append_time if append_time >= 0 else headers[0].base_timestamp
@@ -380,6 +467,7 @@ class PartitionLog:
                 prev_last = last
             first_offset = headers[0].base_offset
             self._write(batches, entries, first_offset, prev_last, max_ts, now, records)
+            self._update_producers(headers, -1, -1)
             for h in headers:
                 if h.partition_leader_epoch >= 0:
                     self._epochs.assign(h.partition_leader_epoch, h.base_offset)
@@ -414,6 +502,17 @@ class PartitionLog:
         if self._unflushed_messages >= self.config.flush_messages:
             self._fsync(self._collect_fds_locked())
 
+    def _update_producers(self, headers: Sequence[BatchHeader], first_offset: int, append_time: int) -> None:
+        """After a write: batches of idempotent producers into the producer state.
+        ``first_offset`` -1: the batches carry their offsets (a follower's append)."""
+        producers = self._producers
+        offset = first_offset
+        for h in headers:
+            base = h.base_offset if first_offset < 0 else offset
+            if h.producer_id >= 0:
+                producers.update(h, base, append_time if append_time >= 0 else h.max_timestamp)
+            offset = base + h.last_offset_delta + 1
+
     def roll(self) -> None:
         """Start a new active segment at the log end offset (no-op if the active
         segment is empty)."""
@@ -433,6 +532,9 @@ class PartitionLog:
                 self._needs_sync.append(old)
         seg = LogSegment.create(self.directory, base_offset, self.config, now)
         self._add_segment(seg)
+        # Called before the producer state takes in the append that rolled: it covers
+        # exactly the offsets below base_offset.
+        self._producers.take_snapshot(base_offset)
         return seg
 
     def _pop_last_segment(self) -> LogSegment:
@@ -583,6 +685,7 @@ class PartitionLog:
                 self._log_start_offset = self._log_end_offset
                 self._persist_log_start_offset()
             self._epochs.truncate_from_end(self._log_end_offset)
+            self._load_producer_state_locked()
             return self._log_end_offset
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -600,6 +703,8 @@ class PartitionLog:
         self._log_start_offset = self._log_end_offset = offset
         self._persist_log_start_offset()
         self._epochs.clear()
+        self._producers.clear()
+        self._producers.delete_snapshots(above=-1)
 
     def delete_records_before(self, offset: int) -> int:
         """DeleteRecords: the log start offset moves up to ``offset`` and segments wholly
@@ -619,6 +724,8 @@ class PartitionLog:
                 self._bases.pop(0)
                 dropped.append(self._segments.pop(0))
             self._remove_segments(dropped)
+            if dropped:
+                self._producers.delete_snapshots(below=self._segments[0].base_offset)
             return offset
 
     def enforce_retention(self, now_ms: int, high_watermark: int | None = None) -> int:
@@ -626,10 +733,13 @@ class PartitionLog:
         beyond retention.bytes; only segments that end at or below ``high_watermark``
         (default: the log end offset). If every segment goes, a new empty active
         segment is rolled first: the active segment itself is never deleted. No-op
-        under cleanup.policy=compact alone (compaction is not implemented). Returns
+        under cleanup.policy=compact alone (the cleaner compacts, cleaner.py). Returns
         the number of segments removed."""
         with self._lock:
-            if self._closed or not self.config.deletes:
+            if self._closed:
+                return 0
+            self._producers.remove_expired(now_ms)
+            if not self.config.deletes:
                 return 0
             cfg = self.config
             leo = self._log_end_offset
@@ -656,6 +766,7 @@ class PartitionLog:
             del self._segments[:count]
             del self._bases[:count]
             self._remove_segments(dropped)
+            self._producers.delete_snapshots(below=self._segments[0].base_offset)
             new_start = self._segments[0].base_offset
             if new_start > self._log_start_offset:
                 self._log_start_offset = new_start
@@ -703,7 +814,9 @@ class PartitionLog:
             if self._closed or self.directory is None:
                 return
             fds = self._collect_fds_locked()
+            snapshots = self._producers.take_unsynced()
         self._fsync(fds)
+        self._producers.sync(snapshots)
         self._epochs.sync()
         checkpoint.sync(self.directory / LOG_START_OFFSET_FILE)
 
@@ -726,6 +839,9 @@ class PartitionLog:
                 self._segments[-1].on_become_inactive()
                 self._fsync(self._collect_fds_locked())
                 self._epochs.sync()
+                self._producers.sync(self._producers.take_unsynced())
+                self._producers.take_snapshot(self._log_end_offset, fsync=True)
+                self._producers.delete_snapshots_except([*self._bases, self._log_end_offset])
             for seg in self._segments:
                 seg.close()
             self._closed = True

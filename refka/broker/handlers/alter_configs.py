@@ -1,0 +1,99 @@
+"""AlterConfigs (key 33), v0-v2.
+
+Behavior:
+- TOPIC resources (type 2): the request's configs *replace* the topic's
+  dynamic configs (an override not named goes back to the broker default), as
+  Kafka's legacy AlterConfigs does. Validated by the one table of topic
+  configs (controller/topic_config.py): an unknown name or a bad value is
+  INVALID_CONFIG; a null value INVALID_REQUEST; a name given twice
+  INVALID_REQUEST; an unknown topic UNKNOWN_TOPIC_OR_PARTITION. Written to
+  /config/topics/<t> with a /config/changes notification; every broker
+  hosting the topic applies it to its logs at once (controller_side.py), and
+  DescribeConfigs reports it.
+- validate_only checks everything and writes nothing.
+- BROKER resources (type 4): INVALID_REQUEST. refka's broker configs are
+  static (server.properties, REFKA_ environment, --override); Kafka's dynamic
+  broker configs (/config/brokers) are not implemented. BROKER_LOGGER (8) and
+  any other type: INVALID_REQUEST.
+- A resource named twice in one request: INVALID_REQUEST for each.
+
+Version notes:
+- v0 KIP-133. v1 same (throttle answered before throttling, KIP-219). v2 flexible (KIP-482).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from refka.controller.admin import AdminError, validate_topic_configs
+from refka.protocol import ErrorCode
+from refka.protocol.messages.alter_configs import AlterConfigs
+
+from ..registry import handles
+
+Resp = AlterConfigs.Response
+RResource = Resp.AlterConfigsResourceResponse
+
+TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
+
+Outcome = tuple[ErrorCode, str | None]
+OK: Outcome = (ErrorCode.NONE, None)
+
+
+def check_resource(broker, resource_type: int, name: str, api: str) -> Outcome | None:
+    """The answer for a resource that is not an existing topic, else None."""
+    if resource_type == TOPIC:
+        if broker.metadata.topic(name) is None:
+            return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
+        return None
+    if resource_type == BROKER:
+        return (ErrorCode.INVALID_REQUEST,
+                "Broker configs are static in refka (server.properties, REFKA_ environment, --override); "
+                "dynamic broker configs are not supported.")
+    if resource_type == BROKER_LOGGER:
+        return ErrorCode.INVALID_REQUEST, "Broker logger levels are not configurable in refka."
+    return ErrorCode.INVALID_REQUEST, f"{api} is only supported for topics, but resource type is {resource_type}."
+
+
+def duplicates(names: list[Any]) -> set[Any]:
+    return {n for n, c in Counter(names).items() if c > 1}
+
+
+async def write_topic_configs(broker, topic: str, configs: dict[str, str], validate_only: bool) -> Outcome:
+    """Validate ``configs`` as the topic's whole override set; write them unless validate_only."""
+    try:
+        validate_topic_configs(configs)
+        if not validate_only:
+            await broker.controller_side.set_topic_configs(topic, configs)
+    except AdminError as e:
+        return e.error_code, str(e)
+    return OK
+
+
+async def _alter_topic(broker, res, validate_only: bool) -> Outcome:
+    names = [c.name for c in res.configs]
+    dup = duplicates(names)
+    if dup:
+        return ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys: {', '.join(sorted(dup))}"
+    nulls = [c.name for c in res.configs if c.value is None]
+    if nulls:
+        return ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}"
+    return await write_topic_configs(broker, res.resource_name, {c.name: c.value for c in res.configs},
+                                     validate_only)
+
+
+@handles(AlterConfigs.key, 0, 2)
+async def handle_alter_configs(ctx, req):
+    broker = ctx.broker
+    twice = duplicates([(r.resource_type, r.resource_name) for r in req.resources])
+    out = []
+    for res in req.resources:
+        if (res.resource_type, res.resource_name) in twice:
+            code, msg = ErrorCode.INVALID_REQUEST, f"Resource {res.resource_name} is named more than once."
+        else:
+            refused = check_resource(broker, res.resource_type, res.resource_name, "AlterConfigs")
+            code, msg = refused or await _alter_topic(broker, res, req.validate_only)
+        out.append(RResource(error_code=code, error_message=msg, resource_type=res.resource_type,
+                             resource_name=res.resource_name))
+    return Resp(throttle_time_ms=0, responses=out)

@@ -1,0 +1,106 @@
+"""IncrementalAlterConfigs (key 44), v0-v1.
+
+Behavior:
+- TOPIC resources (type 2): each entry changes one dynamic config of the
+  topic, the others stay (KIP-339). SET sets it; DELETE removes the override
+  (back to the broker default; an unknown name is a no-op); APPEND and
+  SUBTRACT add or remove comma-separated items of a LIST config
+  (cleanup.policy, *.replication.throttled.replicas), starting from the
+  override or else the broker's value, an item appended once only, as Kafka
+  does; on another type they are INVALID_CONFIG. The result is validated as a
+  whole by controller/topic_config.py (INVALID_CONFIG: unknown name, bad
+  value) and written like AlterConfigs (applied by every broker hosting the
+  topic at once). A null value for SET/APPEND/SUBTRACT, a name given twice or
+  an unknown operation: INVALID_REQUEST. Unknown topic:
+  UNKNOWN_TOPIC_OR_PARTITION.
+- validate_only checks everything and writes nothing.
+- BROKER (4) and BROKER_LOGGER (8) resources: INVALID_REQUEST (static broker
+  configs, see alter_configs.py).
+- The read-modify-write of a topic's configs is not atomic: two concurrent
+  requests on one topic may lose one's change (as in Kafka's ZooKeeper mode).
+
+Version notes:
+- v0 KIP-339. v1 flexible (KIP-482).
+"""
+
+from __future__ import annotations
+
+from refka.controller.topic_config import TOPIC_CONFIGS, broker_default
+from refka.protocol import ErrorCode
+from refka.protocol.messages.incremental_alter_configs import (
+    OP_APPEND,
+    OP_DELETE,
+    OP_SET,
+    OP_SUBTRACT,
+    IncrementalAlterConfigs,
+)
+
+from ..registry import handles
+from .alter_configs import Outcome, check_resource, duplicates, write_topic_configs
+
+Resp = IncrementalAlterConfigs.Response
+RResource = Resp.AlterConfigsResourceResponse
+
+_OP_NAMES = {OP_SET: "set", OP_DELETE: "delete", OP_APPEND: "append", OP_SUBTRACT: "subtract"}
+
+
+def _items(value: str) -> list[str]:
+    return [v.strip() for v in value.split(",") if v.strip()]
+
+
+def apply_ops(configs: dict[str, str], ops, broker_defaults: dict[str, str]) -> Outcome | dict[str, str]:
+    """The topic's overrides after ``ops`` (name, config_operation, value), or the error."""
+    dup = duplicates([op.name for op in ops])
+    if dup:
+        return ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys: {', '.join(sorted(dup))}"
+    out = dict(configs)
+    for op in ops:
+        name, kind, value = op.name, op.config_operation, op.value
+        if kind not in _OP_NAMES:
+            return ErrorCode.INVALID_REQUEST, f"Unknown config operation {kind} for {name}."
+        if kind == OP_DELETE:
+            out.pop(name, None)
+            continue
+        if value is None:
+            return ErrorCode.INVALID_REQUEST, f"Null value not supported for : {name}"
+        if kind == OP_SET:
+            out[name] = value
+            continue
+        d = TOPIC_CONFIGS.get(name)
+        if d is None:
+            return ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}"
+        if d.type != "LIST":
+            return ErrorCode.INVALID_CONFIG, f"Config value {_OP_NAMES[kind]} is not allowed for config key: {name}"
+        current = out[name] if name in out else (broker_default(name, broker_defaults) or "")
+        old = _items(current)
+        if kind == OP_APPEND:
+            new = old + [v for v in dict.fromkeys(_items(value)) if v not in old]
+        else:
+            drop = set(_items(value))
+            new = [v for v in old if v not in drop]
+        out[name] = ",".join(new)
+    return out
+
+
+async def _alter_topic(broker, res, validate_only: bool) -> Outcome:
+    current = await broker.controller_side.topic_configs(res.resource_name)
+    changed = apply_ops(current, res.configs, broker.config.topic_defaults())
+    if isinstance(changed, tuple):
+        return changed
+    return await write_topic_configs(broker, res.resource_name, changed, validate_only)
+
+
+@handles(IncrementalAlterConfigs.key, 0, 1)
+async def handle_incremental_alter_configs(ctx, req):
+    broker = ctx.broker
+    twice = duplicates([(r.resource_type, r.resource_name) for r in req.resources])
+    out = []
+    for res in req.resources:
+        if (res.resource_type, res.resource_name) in twice:
+            code, msg = ErrorCode.INVALID_REQUEST, f"Resource {res.resource_name} is named more than once."
+        else:
+            refused = check_resource(broker, res.resource_type, res.resource_name, "IncrementalAlterConfigs")
+            code, msg = refused or await _alter_topic(broker, res, req.validate_only)
+        out.append(RResource(error_code=code, error_message=msg, resource_type=res.resource_type,
+                             resource_name=res.resource_name))
+    return Resp(throttle_time_ms=0, responses=out)
