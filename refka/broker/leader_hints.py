@@ -1,4 +1,5 @@
-"""KIP-951 leader hints for Produce (v10+) and Fetch (v16+) error answers.
+"""Who leads a partition: the local leader check of the partition APIs, and
+KIP-951 leader hints for Produce (v10+) and Fetch (v16+) error answers.
 
 A NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH answer names the partition's
 current leader (id and epoch) and, once per response, that leader's endpoint
@@ -13,8 +14,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from refka.protocol import ErrorCode
+
 if TYPE_CHECKING:
     from .broker import Broker
+    from .replica_manager import Partition
+
+
+def local_leader(broker: Broker, topic: str, partition: int,
+                 current_leader_epoch: int = -1) -> tuple[Partition | None, ErrorCode]:
+    """The partition if this broker leads it at the request's epoch, else the error
+    to answer: NOT_LEADER_OR_FOLLOWER (it exists elsewhere), UNKNOWN_TOPIC_OR_PARTITION,
+    or KIP-320's FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH."""
+    part = broker.replicas.get(topic, partition)
+    if part is None or not part.is_leader:
+        known = part is not None or broker.metadata.partition(topic, partition) is not None
+        return None, ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    err = part.check_leader_epoch(current_leader_epoch)
+    return (part, err) if err == ErrorCode.NONE else (None, err)
 
 
 def current_leader(broker: Broker, topic: str, partition: int) -> tuple[int, int] | None:

@@ -83,17 +83,26 @@ async def _alter_topic(broker, res, validate_only: bool) -> Outcome:
                                      validate_only)
 
 
-@handles(AlterConfigs.key, 0, 2)
-async def handle_alter_configs(ctx, req):
-    broker = ctx.broker
-    twice = duplicates([(r.resource_type, r.resource_name) for r in req.resources])
+async def alter_resources(broker, resources, api: str, alter_topic, validate_only: bool) -> list:
+    """(resource, error code, message) per resource: the loop AlterConfigs and
+    IncrementalAlterConfigs share; ``alter_topic`` is what differs."""
+    twice = duplicates([(r.resource_type, r.resource_name) for r in resources])
     out = []
-    for res in req.resources:
+    for res in resources:
         if (res.resource_type, res.resource_name) in twice:
             code, msg = ErrorCode.INVALID_REQUEST, f"Resource {res.resource_name} is named more than once."
         else:
-            refused = check_resource(broker, res.resource_type, res.resource_name, "AlterConfigs")
-            code, msg = refused or await _alter_topic(broker, res, req.validate_only)
-        out.append(RResource(error_code=code, error_message=msg, resource_type=res.resource_type,
-                             resource_name=res.resource_name))
-    return Resp(throttle_time_ms=0, responses=out)
+            refused = check_resource(broker, res.resource_type, res.resource_name, api)
+            code, msg = refused or await alter_topic(broker, res, validate_only)
+        out.append((res, code, msg))
+    return out
+
+
+@handles(AlterConfigs.key, 0, 2)
+async def handle_alter_configs(ctx, req):
+    results = await alter_resources(ctx.broker, req.resources, "AlterConfigs", _alter_topic, req.validate_only)
+    return Resp(throttle_time_ms=0, responses=[
+        RResource(error_code=code, error_message=msg, resource_type=res.resource_type,
+                  resource_name=res.resource_name)
+        for res, code, msg in results
+    ])

@@ -17,6 +17,7 @@ from __future__ import annotations
 from refka.protocol import ErrorCode
 from refka.protocol.messages.delete_records import DeleteRecords
 
+from ..leader_hints import local_leader
 from ..registry import handles
 
 Resp = DeleteRecords.Response
@@ -26,10 +27,9 @@ RPart = RTopic.DeleteRecordsPartitionResult
 
 def _delete(broker, topic: str, p) -> RPart:
     out = RPart(partition_index=p.partition_index, low_watermark=-1, error_code=ErrorCode.NONE)
-    part = broker.replicas.get(topic, p.partition_index)
-    if part is None or not part.is_leader:
-        known = broker.metadata.partition(topic, p.partition_index) is not None
-        out.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known or part else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    part, err = local_leader(broker, topic, p.partition_index)
+    if part is None:
+        out.error_code = err
         return out
     offset = part.high_watermark if p.offset == -1 else p.offset
     if offset < 0 or offset > part.high_watermark:

@@ -36,7 +36,7 @@ from refka.protocol.messages.incremental_alter_configs import (
 )
 
 from ..registry import handles
-from .alter_configs import Outcome, check_resource, duplicates, write_topic_configs
+from .alter_configs import Outcome, alter_resources, duplicates, write_topic_configs
 
 Resp = IncrementalAlterConfigs.Response
 RResource = Resp.AlterConfigsResourceResponse
@@ -92,15 +92,10 @@ async def _alter_topic(broker, res, validate_only: bool) -> Outcome:
 
 @handles(IncrementalAlterConfigs.key, 0, 1)
 async def handle_incremental_alter_configs(ctx, req):
-    broker = ctx.broker
-    twice = duplicates([(r.resource_type, r.resource_name) for r in req.resources])
-    out = []
-    for res in req.resources:
-        if (res.resource_type, res.resource_name) in twice:
-            code, msg = ErrorCode.INVALID_REQUEST, f"Resource {res.resource_name} is named more than once."
-        else:
-            refused = check_resource(broker, res.resource_type, res.resource_name, "IncrementalAlterConfigs")
-            code, msg = refused or await _alter_topic(broker, res, req.validate_only)
-        out.append(RResource(error_code=code, error_message=msg, resource_type=res.resource_type,
-                             resource_name=res.resource_name))
-    return Resp(throttle_time_ms=0, responses=out)
+    results = await alter_resources(ctx.broker, req.resources, "IncrementalAlterConfigs", _alter_topic,
+                                    req.validate_only)
+    return Resp(throttle_time_ms=0, responses=[
+        RResource(error_code=code, error_message=msg, resource_type=res.resource_type,
+                  resource_name=res.resource_name)
+        for res, code, msg in results
+    ])

@@ -24,6 +24,7 @@ from __future__ import annotations
 from refka.protocol import ErrorCode
 from refka.protocol.messages.list_offsets import ListOffsets
 
+from ..leader_hints import local_leader
 from ..registry import handles
 
 Resp = ListOffsets.Response
@@ -35,13 +36,8 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
 
 def _answer(broker, topic: str, p, v: int) -> RPart:
     out = RPart(partition_index=p.partition_index, error_code=ErrorCode.NONE, timestamp=-1, offset=-1, leader_epoch=-1)
-    part = broker.replicas.get(topic, p.partition_index)
-    if part is None or not part.is_leader:
-        known = broker.metadata.partition(topic, p.partition_index) is not None
-        out.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known or part else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return out
-    err = part.check_leader_epoch(p.current_leader_epoch)
-    if err != ErrorCode.NONE:
+    part, err = local_leader(broker, topic, p.partition_index, p.current_leader_epoch)
+    if part is None:
         out.error_code = err
         return out
     plog = part.log

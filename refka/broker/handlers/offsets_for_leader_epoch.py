@@ -19,6 +19,7 @@ from __future__ import annotations
 from refka.protocol import ErrorCode
 from refka.protocol.messages.offsets_for_leader_epoch import OffsetForLeaderEpoch
 
+from ..leader_hints import local_leader
 from ..registry import handles
 
 Resp = OffsetForLeaderEpoch.Response
@@ -28,13 +29,8 @@ RPart = RTopic.EpochEndOffset
 
 def _answer(broker, topic: str, p) -> RPart:
     out = RPart(error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=-1, end_offset=-1)
-    part = broker.replicas.get(topic, p.partition)
-    if part is None or not part.is_leader:
-        known = broker.metadata.partition(topic, p.partition) is not None
-        out.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER if known or part else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        return out
-    err = part.check_leader_epoch(p.current_leader_epoch)
-    if err != ErrorCode.NONE:
+    part, err = local_leader(broker, topic, p.partition, p.current_leader_epoch)
+    if part is None:
         out.error_code = err
         return out
     out.leader_epoch, out.end_offset = part.log.end_offset_for_epoch(p.leader_epoch)

@@ -22,7 +22,11 @@ class CheckpointError(ValueError):
 def write(path: Path, entries: Sequence[Sequence[int]], fsync: bool = False) -> None:
     lines = [str(VERSION), str(len(entries))]
     lines.extend(" ".join(str(v) for v in entry) for entry in entries)
-    data = ("\n".join(lines) + "\n").encode("ascii")
+    write_atomically(path, ("\n".join(lines) + "\n").encode("ascii"), fsync)
+
+
+def write_atomically(path: Path, data: bytes, fsync: bool = False) -> None:
+    """Writes ``path.tmp`` then renames it over ``path``: readers see the old file or the new one."""
     tmp = path.with_name(path.name + ".tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
     try:

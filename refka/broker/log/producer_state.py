@@ -78,6 +78,7 @@ from crc32c import crc32c
 
 from refka.protocol.records import BatchHeader
 
+from .checkpoint import write_atomically
 from .errors import LogError
 
 _log = structlog.get_logger("refka.log")
@@ -339,15 +340,7 @@ class ProducerStateManager:
         body = struct.pack(">i", len(entries)) + b"".join(entries)
         data = struct.pack(">hI", SNAPSHOT_VERSION, crc32c(body)) + body
         path = self.snapshot_path(offset)
-        tmp = path.with_name(path.name + ".tmp")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
-        try:
-            os.write(fd, data)
-            if fsync:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        write_atomically(path, data, fsync)
         if not fsync:
             self._unsynced.append(path)
         return path
