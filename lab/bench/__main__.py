@@ -2,6 +2,7 @@
 
     python -m lab.bench [--quick] [--targets refka-disk,refka-memory,tansu,mock] [--json PATH] [--codec]
     make bench ARGS="--quick"
+    python -m lab.bench --groups [...]   the consumer-group benchmark instead (groups.py)
 
 For each target, in one run on this machine:
 
@@ -141,7 +142,16 @@ def _codec_figures() -> list[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if "--groups" in argv:
+        # The consumer-group benchmark has its own options (python -m lab.bench.groups --help).
+        from lab.bench import groups
+
+        return groups.main([a for a in argv if a != "--groups"])
     parser = argparse.ArgumentParser(prog="python -m lab.bench", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--groups", action="store_true",
+                        help="run the consumer-group benchmark instead (lab/bench/groups.py; its options: "
+                             "python -m lab.bench.groups --help)")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run: 10x fewer records, one start-up spawn (well under 2 min)")
     parser.add_argument("--targets", default=",".join(targets.ALL),

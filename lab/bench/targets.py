@@ -153,9 +153,12 @@ class Target:
 
 
 class RefkaTarget(Target):
-    def __init__(self, workdir: Path, *, memory: bool) -> None:
+    """``overrides``: broker properties passed as ``--override key=value``."""
+
+    def __init__(self, workdir: Path, *, memory: bool, overrides: dict[str, str] | None = None) -> None:
         self.name = "refka-memory" if memory else "refka-disk"
         self.memory = memory
+        self.overrides = dict(overrides or {})
         super().__init__(workdir)
 
     def version(self) -> str | None:
@@ -165,6 +168,8 @@ class RefkaTarget(Target):
 
     def _command(self, port: int, data_dir: Path) -> list[str]:
         cmd = [sys.executable, "-m", "refka.cli", "serve", "--port", str(port), "--data-dir", str(data_dir)]
+        for key, value in self.overrides.items():
+            cmd += ["--override", f"{key}={value}"]
         return cmd + ["--memory"] if self.memory else cmd
 
 
@@ -270,11 +275,12 @@ class MockTarget(Target):
         super().stop()
 
 
-def make(name: str, workdir: Path) -> Target:
+def make(name: str, workdir: Path, *, refka_overrides: dict[str, str] | None = None) -> Target:
+    """``refka_overrides``: broker properties for the refka targets (the others have no such flags)."""
     if name == "refka-disk":
-        return RefkaTarget(workdir, memory=False)
+        return RefkaTarget(workdir, memory=False, overrides=refka_overrides)
     if name == "refka-memory":
-        return RefkaTarget(workdir, memory=True)
+        return RefkaTarget(workdir, memory=True, overrides=refka_overrides)
     if name == "tansu":
         return TansuTarget(workdir)
     if name == "mock":
