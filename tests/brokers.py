@@ -53,7 +53,7 @@ class BrokerProcess:
     def bootstrap(self) -> str:
         return ",".join(f"127.0.0.1:{self.port + i}" for i in range(self.brokers))  # type: ignore[operator]
 
-    def start(self, timeout: float = 30.0) -> "BrokerProcess":
+    def start(self, timeout: float = 30.0) -> BrokerProcess:
         if self.port is None:
             self.port = free_port_block(self.brokers)
         cmd = [sys.executable, "-m", "refka.cli", "serve", "--port", str(self.port),
@@ -102,7 +102,7 @@ class BrokerProcess:
         self.kill(signal.SIGTERM)
         return self.proc.returncode if self.proc is not None else None
 
-    def __enter__(self) -> "BrokerProcess":
+    def __enter__(self) -> BrokerProcess:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

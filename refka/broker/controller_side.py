@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from refka.controller import admin, znodes
-from refka.controller.channel import ControllerChannel
+from refka.controller.channel import ControllerChannel, request_controlled_shutdown
 from refka.controller.controller import Controller
 from refka.controller.store import (
     EmbeddedStore,
@@ -37,6 +37,7 @@ from refka.controller.store import (
     WatchedEvent,
     ZooKeeperStore,
 )
+from refka.protocol import ErrorCode
 
 from .logging import get_logger
 
@@ -49,10 +50,10 @@ log = get_logger("refka.controller_side")
 CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 
 
-def open_store(zookeeper: str | None, journal_dir: Path | None) -> MetadataStore:
+def open_store(zookeeper: str | None, journal_dir: Path | None, session_timeout_ms: int = 18000) -> MetadataStore:
     """The store brokers open their sessions on (not itself started)."""
     if zookeeper:
-        return ZooKeeperStore(zookeeper)
+        return ZooKeeperStore(zookeeper, session_timeout=session_timeout_ms / 1000)
     return EmbeddedStore(journal_dir)
 
 
@@ -95,6 +96,45 @@ class ControllerSide:
             self.broker_epoch = await admin.register_broker(self.session, self._info)
         except Exception as e:  # the next CONNECTED tries again
             log.warning("broker_reregister_failed", broker=self.broker.node_id, error=str(e))
+
+    async def controlled_shutdown(self, max_retries: int | None = None) -> bool:
+        """Asks the controller to move leadership off this broker before it stops (Kafka's
+        KafkaServer.controlledShutdown): up to ``controlled.shutdown.max.retries`` attempts,
+        ``controlled.shutdown.retry.backoff.ms`` apart, until the controller answers NONE with
+        no partition left that this broker leads (partitions with one replica do not count).
+        True when it succeeded; the broker stops either way."""
+        b = self.broker
+        cfg = b.config
+        attempts = cfg["controlled.shutdown.max.retries"] if max_retries is None else max_retries
+        backoff = cfg["controlled.shutdown.retry.backoff.ms"] / 1000
+        listener = b.advertised[0].listener if b.advertised else None
+        for attempt in range(1, max(attempts, 1) + 1):
+            outcome = "no_controller"
+            try:
+                cid = self.controller.active_controller_id if self.controller is not None else -1
+                if cid == b.node_id and self.controller is not None:
+                    error, remaining = await self.controller.controlled_shutdown(b.node_id, self.broker_epoch)
+                    outcome = ErrorCode(error).name
+                elif cid >= 0 and (m := b.metadata.brokers.get(cid)) is not None and \
+                        (ep := m.endpoint(listener)) is not None:
+                    code, remaining = await request_controlled_shutdown(
+                        ep[0], ep[1], b.node_id, self.broker_epoch, timeout=30.0)
+                    error = ErrorCode(code)
+                    outcome = error.name
+                else:
+                    error, remaining = ErrorCode.NOT_CONTROLLER, []
+                if error == ErrorCode.NONE and not remaining:
+                    log.info("controlled_shutdown_succeeded", broker=b.node_id, attempt=attempt)
+                    return True
+                if error == ErrorCode.NONE:
+                    outcome = f"{len(remaining)} partitions still led"
+            except (TimeoutError, OSError, ConnectionError) as e:
+                outcome = repr(e)
+            log.warning("controlled_shutdown_attempt_failed", broker=b.node_id, attempt=attempt, reason=outcome)
+            if attempt < attempts:
+                await asyncio.sleep(backoff)
+        log.warning("controlled_shutdown_failed", broker=b.node_id, attempts=attempts)
+        return False
 
     async def stop(self) -> None:
         if self.controller is not None:

@@ -19,6 +19,9 @@ from refka.protocol import ErrorCode
 from .log import LogConfig, LogManager, PartitionLog
 from .log.cleaner import MAP_ENTRY_BYTES, LogCleaner
 from .logging import get_logger
+from .replication import FollowerState, ReplicationManager
+from .replication.isr import high_watermark as _isr_high_watermark
+from .replication.isr import on_follower_fetch as _on_follower_fetch
 
 if TYPE_CHECKING:
     from .broker import Broker
@@ -36,6 +39,8 @@ class PartitionState:
     replicas: list[int]
     partition_epoch: int = -1
     controller_epoch: int = -1
+    zk_version: int = -1  # of the state znode: the leader's ISR writes are conditional on it
+    leader_recovery_state: int = 0
 
 
 class Partition:
@@ -49,6 +54,8 @@ class Partition:
         "high_watermark",
         "_waiters",
         "undeleted_partition_count",
+        "followers",
+        "leader_epoch_start_offset",
     )
 
     def __init__(self, topic: str, index: int, topic_id: bytes, plog: PartitionLog,
@@ -62,6 +69,8 @@ class Partition:
         self.high_watermark = plog.log_end_offset
         self._waiters: list[asyncio.Future[None]] = []
         self.undeleted_partition_count = -1
+        self.followers: dict[int, FollowerState] = {}  # as leader: what each follower's fetches said
+        self.leader_epoch_start_offset = -1
 
     @property
     def is_leader(self) -> bool:
@@ -90,13 +99,59 @@ class Partition:
     def append(self, records: Any, batches: Any, timestamp_type_log_append: bool) -> Any:
         now = int(time.time() * 1000) if timestamp_type_log_append else None
         info = self.log.append(records, self.state.leader_epoch, now, headers=batches)
-        if len(self.state.isr) <= 1:
-            self.high_watermark = self.log.log_end_offset
+        self.maybe_advance_high_watermark()
         self._wake()
         return info
 
-    def read(self, offset: int, max_bytes: int, min_one_batch: bool) -> Any:
-        return self.log.read(offset, max_bytes, max_offset=self.high_watermark, min_one_batch=min_one_batch)
+    def read(self, offset: int, max_bytes: int, min_one_batch: bool, *, to_log_end: bool = False) -> Any:
+        """Batches below the high watermark; a follower's fetch (``to_log_end``) reads to the log end."""
+        limit = None if to_log_end else self.high_watermark
+        return self.log.read(offset, max_bytes, max_offset=limit, min_one_batch=min_one_batch)
+
+    # -- replication (rules in replication/isr.py)
+
+    def become_leader(self, now_ms: int) -> None:
+        """Kafka's Partition.makeLeader: followers unknown until they fetch; ISR members
+        count as caught up now. The high watermark stays where it was (it may lag)."""
+        self.leader_epoch_start_offset = self.log.log_end_offset
+        self.followers = {
+            r: FollowerState(last_caught_up_ms=now_ms if r in self.state.isr else 0, last_fetch_ms=now_ms)
+            for r in self.state.replicas if r != self.broker_id
+        }
+        if self.high_watermark > self.log.log_end_offset:
+            self.high_watermark = self.log.log_end_offset
+        self.maybe_advance_high_watermark()
+
+    def on_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
+        """A follower fetched at ``fetch_offset`` (its log end offset). Returns whether the
+        follower is outside the ISR and might join it."""
+        f = self.followers.get(replica_id)
+        if f is None:
+            if replica_id not in self.state.replicas:
+                return False
+            f = self.followers[replica_id] = FollowerState()
+        _on_follower_fetch(f, fetch_offset, self.log.log_end_offset, now_ms)
+        if self.maybe_advance_high_watermark():
+            self._wake()
+        return replica_id not in self.state.isr
+
+    def maybe_advance_high_watermark(self) -> bool:
+        if not self.is_leader:
+            return False
+        hw = _isr_high_watermark(self.high_watermark, self.broker_id, self.log.log_end_offset,
+                                 self.state.isr, self.followers)
+        if hw != self.high_watermark:
+            self.high_watermark = hw
+            return True
+        return False
+
+    def on_isr_changed(self) -> None:
+        self.maybe_advance_high_watermark()
+        self._wake()  # acks=all waiters re-check the ISR size and the high watermark
+
+    def follower_high_watermark(self, leader_high_watermark: int) -> None:
+        """As follower: min(leader's high watermark, own log end offset)."""
+        self.high_watermark = min(leader_high_watermark, self.log.log_end_offset)
 
     def wait_for_data(self) -> asyncio.Future[None]:
         fut = asyncio.get_running_loop().create_future()
@@ -116,6 +171,7 @@ class ReplicaManager:
         self.broker = broker
         self.logs = logs
         self.partitions: dict[tuple[str, int], Partition] = {}
+        self.replication = ReplicationManager(broker, self)
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
@@ -146,13 +202,35 @@ class ReplicaManager:
         if p.is_leader:
             # Records from now on belong to this epoch (the leader-epoch cache, KIP-101).
             p.log.maybe_assign_epoch_start_offset(state.leader_epoch, p.log.log_end_offset)
-            if len(state.isr) <= 1:
-                p.high_watermark = p.log.log_end_offset
+            p.become_leader(int(time.time() * 1000))
+            self.replication.become_leader(p)
+        else:
+            p.followers = {}
+            self.replication.become_follower(p)
         p._wake()
         return p
 
+    def min_insync_replicas(self, topic: str) -> int:
+        """The topic's min.insync.replicas (its override, else the broker's)."""
+        raw = self.broker.topic_configs.get(topic, {}).get("min.insync.replicas")
+        if raw is None:
+            return int(self.broker.config["min.insync.replicas"])
+        try:
+            return int(raw)
+        except ValueError:
+            return 1
+
+    def drop_partitions_not_in(self, keep: set[tuple[str, int]]) -> list[tuple[str, int]]:
+        """A full LeaderAndIsr (type 1, KIP-516) names every partition this broker hosts:
+        the others stop being served here (their logs stay on disk)."""
+        gone = [key for key in self.partitions if key not in keep]
+        for topic, index in gone:
+            self.stop_replica(topic, index, False)
+        return gone
+
     def stop_replica(self, topic: str, index: int, delete: bool) -> None:
         p = self.partitions.pop((topic, index), None)
+        self.replication.stop(topic, index)
         if p is not None:
             p._wake()
         if delete:
@@ -191,6 +269,7 @@ class ReplicaManager:
             cleaner.shutdown()
 
     def close(self) -> None:
+        self.replication.close()
         for p in self.partitions.values():
             p._wake()
         self.logs.close()

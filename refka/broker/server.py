@@ -56,7 +56,8 @@ class Cluster:
         self.sides: list[ControllerSide] = []
 
     async def start(self, ready_timeout: float = 30.0) -> None:
-        self.store = open_store(self.zookeeper, None if self.memory else self.data_dir / "metadata")
+        self.store = open_store(self.zookeeper, None if self.memory else self.data_dir / "metadata",
+                                self.configs[0]["zookeeper.session.timeout.ms"])
         for cfg in self.configs:
             await self.start_broker(cfg)
         await self.wait_ready(ready_timeout)
@@ -83,8 +84,13 @@ class Cluster:
     def broker(self, node_id: int) -> Broker:
         return next(b for b in self.brokers if b.node_id == node_id)
 
-    async def stop_broker(self, b: Broker) -> None:
+    async def stop_broker(self, b: Broker, *, controlled: bool = True, max_retries: int | None = None) -> None:
+        """Stops one broker; with ``controlled`` (and controlled.shutdown.enable) it first asks
+        the controller to move its leadership away (ControlledShutdown, retried per
+        controlled.shutdown.max.retries, or ``max_retries``)."""
         side = b.controller_side
+        if side is not None and controlled and b.config["controlled.shutdown.enable"]:
+            await side.controlled_shutdown(max_retries)
         if side is not None:
             await side.stop()
         await b.stop()
@@ -94,8 +100,17 @@ class Cluster:
             self.sides.pop(i)
 
     async def stop(self) -> None:
+        """Stops every broker of this process, each with a controlled shutdown while a broker
+        outside the ones stopped so far is registered to take over; the last one of the
+        cluster stops at once. When the whole cluster is going down a failed attempt is not
+        retried (nobody may be left to lead)."""
+        stopped: set[int] = set()
         for b in list(reversed(self.brokers)):
-            await self.stop_broker(b)
+            others = set(b.metadata.brokers) - stopped - {b.node_id}
+            ours_left = {x.node_id for x in self.brokers} - stopped - {b.node_id}
+            await self.stop_broker(b, controlled=bool(others),
+                                   max_retries=1 if others and others <= ours_left else None)
+            stopped.add(b.node_id)
 
     @property
     def bootstrap(self) -> str:

@@ -53,9 +53,11 @@ What the active controller does:
 - Every write carries a check of ``/controller_epoch``'s version, so a
   controller that has been replaced cannot write; it resigns instead.
 
+- Reassignment (AlterPartitionReassignments): reassignment.py, a mixin on
+  this event queue.
+
 Not yet: KIP-253 partition deletion (a smaller undeleted_partition_count; the
-hook ``_on_partition_shrink`` logs it), reassignment (the election exists in
-state_machine.py), automatic preferred-leader rebalancing.
+hook ``_on_partition_shrink`` logs it), automatic preferred-leader rebalancing.
 """
 
 from __future__ import annotations
@@ -76,6 +78,7 @@ from refka.protocol.messages.update_metadata import SECURITY_PROTOCOLS, UpdateMe
 from . import znodes
 from .channel import Channel
 from .election import ControllerElection
+from .reassignment import ReassignmentMixin
 from .state_machine import (
     PartitionStateMachine,
     PartitionStateName,
@@ -157,7 +160,7 @@ class _Batch:
             self.leader_and_isr[b][tp] = is_new
 
 
-class Controller:
+class Controller(ReassignmentMixin):
     """See the module docstring. ``channel``: a ControllerChannel (owned: stopped by ``stop()``)."""
 
     def __init__(
@@ -234,6 +237,13 @@ class Controller:
         """Preferred-replica election for ``partitions`` (all when None)."""
         fut = asyncio.get_running_loop().create_future()
         self._events.put_nowait(("elect_preferred", None if partitions is None else list(partitions), fut))
+        return await fut  # type: ignore[no-any-return]
+
+    async def elect_unclean_leaders(self, partitions: Iterable[TP] | None = None) -> dict[TP, ErrorCode]:
+        """Unclean election (ElectLeaders type 1, KIP-460) for leaderless ``partitions`` (all when None):
+        any live assigned replica may lead, in or out of the ISR."""
+        fut = asyncio.get_running_loop().create_future()
+        self._events.put_nowait(("elect_unclean", None if partitions is None else list(partitions), fut))
         return await fut  # type: ignore[no-any-return]
 
     def partition_state(self, topic: str, partition: int) -> PartitionState | None:
@@ -338,7 +348,7 @@ class Controller:
             return
         if event[0] == "controlled_shutdown":
             fut.set_result((error, []))
-        elif event[0] == "elect_preferred":
+        elif event[0] in ("elect_preferred", "elect_unclean", "reassign"):
             fut.set_result({})
         else:
             fut.set_result(None)
@@ -376,6 +386,14 @@ class Controller:
             elected = await self._on_elect_preferred(event[1])
             if not event[2].done():
                 event[2].set_result(elected)
+        elif kind == "elect_unclean":
+            elected = await self._on_elect_unclean(event[1])
+            if not event[2].done():
+                event[2].set_result(elected)
+        elif kind == "reassign":
+            reassigned = await self._on_reassign(event[1], event[2])
+            if not event[3].done():
+                event[3].set_result(reassigned)
 
     # ---- fenced writes -----------------------------------------------------------------------
 
@@ -986,8 +1004,12 @@ class Controller:
         for tp in stop:
             batch.stop_replica[broker_id][tp] = (False, new[tp].leader_epoch)
         await self._send(batch)
+        # As Kafka's doControlledShutdown: only replicated partitions count as remaining
+        # (one with a single replica cannot move, and the broker must not wait for it).
         remaining = [
-            tp for tp in self._all_partitions() if tp in self.states and self.states[tp].leader == broker_id
+            tp
+            for tp in self._all_partitions()
+            if tp in self.states and self.states[tp].leader == broker_id and len(self._replicas(tp)) > 1
         ]
         log.info("controlled_shutdown_done", broker=broker_id, moved=len(new), remaining=len(remaining))
         return ErrorCode.NONE, remaining
@@ -1016,6 +1038,43 @@ class Controller:
         await self._send(batch)
         return out
 
+    async def _on_elect_unclean(self, tps: list[TP] | None) -> dict[TP, ErrorCode]:
+        """As Kafka's KafkaController.electLeaders with ElectionType.UNCLEAN: a partition
+        whose leader is live needs no election; the others get the offline election with
+        unclean allowed (ELIGIBLE_LEADERS_NOT_AVAILABLE when no assigned replica is live)."""
+        out: dict[TP, ErrorCode] = {}
+        leaderless: list[TP] = []
+        for tp in tps if tps is not None else self._all_partitions():
+            s = self.states.get(tp)
+            if s is None:
+                out[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            elif s.leader != NO_LEADER and s.leader in self.live:
+                out[tp] = ErrorCode.ELECTION_NOT_NEEDED
+            else:
+                leaderless.append(tp)
+        epoch = self.election.epoch
+        new: dict[TP, PartitionState] = {}
+        for tp in leaderless:
+            e = elect_offline(self.states[tp], self._replicas(tp), self.live, epoch, True)
+            if e.state is None:
+                out[tp] = ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE
+                continue
+            new[tp] = e.state
+            out[tp] = ErrorCode.NONE
+        await self._write_states(new)
+        batch = _Batch()
+        for tp, s in new.items():
+            if self.pstates.state(tp) is not P.ONLINE:
+                if self.pstates.state(tp) is P.NON_EXISTENT:
+                    self.pstates.transition(tp, P.NEW)
+                self.pstates.transition(tp, P.ONLINE)
+            batch.add_leader_and_isr([r for r in self._replicas(tp) if r in self.live], tp)
+            batch.update_metadata.add(tp)
+            log.info("leader_elected", topic=tp[0], partition=tp[1], leader=s.leader,
+                     leader_epoch=s.leader_epoch, unclean=True)
+        await self._send(batch)
+        return out
+
     async def _on_isr_change(self) -> None:
         children = await self.store.get_children(znodes.ISR_CHANGE, watch=self._watch_isr_changes)
         changed: set[TP] = set()
@@ -1033,11 +1092,20 @@ class Controller:
             except NoNodeError:
                 pass
         batch = _Batch()
+        stale = False
         for tp in sorted(changed):
-            if tp[0] in self.topics and await self._read_state(tp) is not None:
+            if tp[0] in self.topics and (s := await self._read_state(tp)) is not None:
                 batch.update_metadata.add(tp)
+                stale = stale or any(r not in self.live for r in s.isr)
         if changed:
             log.info("isr_changes_propagated", partitions=len(batch.update_metadata))
+        # Reassignments whose targets all joined the ISR complete (all after a failover).
+        await self._complete_reassignments(None, batch)
+        if stale:
+            # A leader re-added a broker that has gone meanwhile (e.g. one that followed until
+            # its controlled shutdown ended): the broker change was handled on the older state,
+            # so shrink again now, as Kafka's controller does from ZooKeeper's current state.
+            await self._on_brokers_failed(set(), batch, set())
         await self._send(batch)
 
     # ---- requests ------------------------------------------------------------------------------------
@@ -1072,8 +1140,8 @@ class Controller:
                     isr=list(s.isr),
                     zk_version=self.state_versions.get(tp, 0),
                     replicas=self._replicas(tp),
-                    adding_replicas=[],
-                    removing_replicas=[],
+                    adding_replicas=list(topic.adding_replicas.get(tp[1], [])),
+                    removing_replicas=list(topic.removing_replicas.get(tp[1], [])),
                     is_new=parts[tp],
                     leader_recovery_state=s.leader_recovery_state,
                     partition_epoch=pz.partition_epoch if pz else -1,

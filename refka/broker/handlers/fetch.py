@@ -1,4 +1,4 @@
-"""Fetch (key 1), v4-v16 (consumers; follower fetches come with replication).
+"""Fetch (key 1), v4-v16 (consumers and follower replicas).
 
 Behavior:
 - Reads whole record batches below the high watermark as zero-copy slices of
@@ -22,6 +22,12 @@ Behavior:
   leader.discovery.hints.enable=false.
 - refka KIP-253: a topic whose undeleted_partition_count (tagged, v12+)
   differs from the broker's gets INVALID_PARTITION_METADATA.
+- A follower's fetch (replica_id >= 0, v15+ replica_state, KIP-903) reads up
+  to the log end offset, not the high watermark; its fetch_offset is that
+  follower's log end offset: the leader records it (broker/replication/isr.py),
+  may advance the high watermark (waking acks=all producers and long-polling
+  consumers) and may add the follower to the ISR. A diverging_epoch answer is
+  sent at once, not after the long poll.
 - isolation_level read_committed reads up to the high watermark like
   read_uncommitted: no transactions are served, so nothing is ever open.
 
@@ -35,6 +41,7 @@ Version notes:
 from __future__ import annotations
 
 import asyncio
+import time
 
 from refka.protocol import ErrorCode
 from refka.protocol.messages.fetch import Fetch
@@ -71,7 +78,8 @@ class _Read:
         self.part = None
 
 
-def _read_partition(broker, sp: SessionPartition, undeleted: int, budget: int, min_one: bool, v: int) -> _Read:
+def _read_partition(broker, sp: SessionPartition, undeleted: int, budget: int, min_one: bool, v: int,
+                    replica: int = -1, now_ms: int = -1) -> _Read:
     r = _Read(sp)
     if not sp.topic:
         r.error = ErrorCode.UNKNOWN_TOPIC_ID
@@ -105,21 +113,29 @@ def _read_partition(broker, sp: SessionPartition, undeleted: int, budget: int, m
         if epoch != sp.last_fetched_epoch or end < offset:
             r.diverging = RDiverging(epoch=epoch, end_offset=end)
             return r
-    if offset >= r.hw or budget <= 0 and not min_one:
+    limit = r.hw
+    if replica >= 0:
+        if now_ms >= 0 and part.on_follower_fetch(replica, offset, now_ms):
+            broker.replicas.replication.maybe_expand_isr(part)
+        r.hw = part.high_watermark
+        limit = part.log_end_offset
+    if offset >= limit or budget <= 0 and not min_one:
         return r
-    res = part.read(offset, min(sp.partition_max_bytes, budget), min_one)
+    res = part.read(offset, min(sp.partition_max_bytes, budget), min_one, to_log_end=replica >= 0)
     if res.size:
         r.records = res.records
         r.size = res.size
     return r
 
 
-def _read_all(broker, plan, max_bytes: int, v: int) -> tuple[list[_Read], int]:
+def _read_all(broker, plan, max_bytes: int, v: int, replica: int = -1,
+              now_ms: int = -1) -> tuple[list[_Read], int]:
+    """``now_ms`` >= 0 on a follower's first read: its fetch offsets are recorded then."""
     budget = max_bytes
     total = 0
     reads = []
     for sp, undeleted in plan:
-        r = _read_partition(broker, sp, undeleted, budget, total == 0, v)
+        r = _read_partition(broker, sp, undeleted, budget, total == 0, v, replica, now_ms)
         reads.append(r)
         total += r.size
         budget -= r.size
@@ -198,13 +214,22 @@ def handle_fetch(ctx, req):
         plan = [(sp, u) for _key, sp, u in requested]
 
     max_bytes = req.max_bytes if req.max_bytes > 0 else 0x7FFFFFFF
-    reads, total = _read_all(broker, plan, max_bytes, v)
-    if req.max_wait_ms > 0 and total < max(req.min_bytes, 1) and not any(r.error for r in reads):
-        return _long_poll(ctx, req, session, incremental, plan, max_bytes)
+    replica = _replica_id(req, v)
+    reads, total = _read_all(broker, plan, max_bytes, v, replica, int(time.time() * 1000) if replica >= 0 else -1)
+    if (req.max_wait_ms > 0 and total < max(req.min_bytes, 1)
+            and not any(r.error or r.diverging is not None for r in reads)):
+        return _long_poll(ctx, req, session, incremental, plan, max_bytes, replica)
     return _respond(ctx, session, incremental, reads)
 
 
-async def _long_poll(ctx, req, session, incremental, plan, max_bytes):
+def _replica_id(req, v: int) -> int:
+    """The fetching follower's broker id; -1 for a consumer."""
+    if v >= 15:
+        return req.replica_state.replica_id if req.replica_state is not None else -1
+    return req.replica_id
+
+
+async def _long_poll(ctx, req, session, incremental, plan, max_bytes, replica: int = -1):
     broker = ctx.broker
     loop = asyncio.get_running_loop()
     deadline = loop.time() + req.max_wait_ms / 1000
@@ -217,9 +242,10 @@ async def _long_poll(ctx, req, session, incremental, plan, max_bytes):
         # Read once the waiters are registered: an append between the handler's read
         # and this task's first step (e.g. a Produce pipelined right after this Fetch)
         # woke nobody, and waiting now would sleep through it until max_wait_ms.
-        reads, total = _read_all(broker, plan, max_bytes, ctx.api_version)
+        reads, total = _read_all(broker, plan, max_bytes, ctx.api_version, replica)
         remaining = deadline - loop.time()
-        if total >= max(req.min_bytes, 1) or any(r.error for r in reads) or not waiters or remaining <= 0:
+        if (total >= max(req.min_bytes, 1) or any(r.error or r.diverging is not None for r in reads)
+                or not waiters or remaining <= 0):
             for w in waiters:
                 w.cancel()
             return _respond(ctx, session, incremental, reads)
@@ -257,7 +283,7 @@ def _respond(ctx, session, incremental: bool, reads: list[_Read]):
         )
         if r.error in HINTED and want_hints:
             hint = current_leader(broker, sp.topic, sp.partition)
-            if hint is not None and hint[0] != broker.node_id:
+            if hint is not None:  # on FENCED_LEADER_EPOCH that may be this broker itself
                 p.current_leader = RLeader(leader_id=hint[0], leader_epoch=hint[1])
                 hinted.add(hint[0])
         key = sp.topic_id if v >= 13 else sp.topic

@@ -13,6 +13,13 @@ Behavior:
   partition for INVALID_PARTITION_METADATA checks.
 - A __consumer_offsets partition this broker now leads has its groups loaded
   by the group coordinator; one it no longer leads has them dropped.
+- Replication (broker/replication/): a follower partition is handed to the
+  fetcher of its leader broker (live_leaders give the leaders' endpoints); a
+  leader partition stops fetching and tracks its followers. The zk_version is
+  kept for the leader's conditional ISR writes.
+- A full request (type 1, v5+, KIP-516: sent by a new controller or to a
+  starting broker) names every partition this broker hosts: local partitions
+  missing from it stop being served (logs kept on disk).
 
 Version notes:
 - v1 is_new. v2 topic states grouped by topic, broker_epoch. v3 adding/removing
@@ -23,7 +30,7 @@ Version notes:
 from __future__ import annotations
 
 from refka.protocol import ErrorCode
-from refka.protocol.messages.leader_and_isr import LeaderAndIsr
+from refka.protocol.messages.leader_and_isr import TYPE_FULL, LeaderAndIsr
 
 from ..group import OFFSETS_TOPIC
 from ..metadata_cache import ZERO_UUID
@@ -55,6 +62,13 @@ async def handle_leader_and_isr(ctx, req):
     broker.controller_epoch = req.controller_epoch
     errors = []
     side = broker.controller_side
+    for ll in req.live_leaders:
+        broker.replicas.replication.leader_endpoints[ll.broker_id] = (ll.host_name, ll.port)
+    if v >= 5 and req.type == TYPE_FULL:
+        named = {(topic, ps.partition_index) for topic, _tid, ps, _c in _states(req, v)}
+        for topic, index in broker.replicas.drop_partitions_not_in(named):
+            if topic == OFFSETS_TOPIC:
+                broker.groups.on_resign(index)
     for topic, topic_id, ps, counts in _states(req, v):
         err = ErrorCode.NONE
         existing = broker.replicas.get(topic, ps.partition_index)
@@ -66,6 +80,7 @@ async def handle_leader_and_isr(ctx, req):
             state = PartitionState(
                 leader=ps.leader, leader_epoch=ps.leader_epoch, isr=list(ps.isr), replicas=list(ps.replicas),
                 partition_epoch=ps.partition_epoch, controller_epoch=ps.controller_epoch,
+                zk_version=ps.zk_version, leader_recovery_state=ps.leader_recovery_state if v >= 6 else 0,
             )
             try:
                 p = broker.replicas.become_leader_or_follower(topic, ps.partition_index, topic_id, state)

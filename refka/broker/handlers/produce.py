@@ -20,7 +20,10 @@ Behavior:
 - refka KIP-253: a topic whose undeleted_partition_count (tagged, v9+)
   differs from the broker's gets INVALID_PARTITION_METADATA.
 - acks=-1 answers once the ISR has the records (the high watermark passed
-  them); on one replica that is at once.
+  them); on one replica that is at once. With an ISR smaller than the topic's
+  min.insync.replicas nothing is appended: NOT_ENOUGH_REPLICAS. When the high
+  watermark passes the records but the ISR shrank below it meanwhile:
+  NOT_ENOUGH_REPLICAS_AFTER_APPEND (the records are in the log).
 - Idempotent producer (batches with a producer id, KIP-98): the partition's
   producer state checks epoch and sequence before anything is appended
   (rules in broker/log/producer_state.py). A retry of one of a producer's
@@ -133,7 +136,7 @@ def handle_produce(ctx, req):
                 r = _error(idx, ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 if want_hints:
                     hint = current_leader(broker, name, idx)
-                    if hint is not None and hint[0] != broker.node_id:
+                    if hint is not None:
                         r.current_leader = RLeader(leader_id=hint[0], leader_epoch=hint[1])
                         hinted_leaders.add(hint[0])
                 parts_out.append(r)
@@ -165,6 +168,10 @@ def handle_produce(ctx, req):
                 if r is not None:
                     parts_out.append(r)
                     continue
+            if acks == -1 and len(part.state.isr) < replicas.min_insync_replicas(name):
+                parts_out.append(_error(idx, ErrorCode.NOT_ENOUGH_REPLICAS,
+                                        f"the ISR {part.state.isr} is smaller than min.insync.replicas"))
+                continue
             try:
                 info = part.append(records, batches, cfg.log_append_time)
             except RecordTooLargeError as e:
@@ -185,7 +192,7 @@ def handle_produce(ctx, req):
             )
             parts_out.append(r)
             if acks == -1 and part.high_watermark <= info.last_offset:
-                waits.append((part, info.last_offset + 1, r))
+                waits.append((part, info.last_offset + 1, r, replicas.min_insync_replicas(name)))
         out.append(RTopic(name=name, partition_responses=parts_out))
 
     if acks == 0:
@@ -203,7 +210,7 @@ async def _await_isr(waits, timeout_ms: int, resp):
     """acks=-1: wait until each partition's high watermark passes its records."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + max(timeout_ms, 0) / 1000
-    for part, needed, r in waits:
+    for part, needed, r, min_isr in waits:
         while part.high_watermark < needed:
             if not part.is_leader:
                 r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
@@ -216,4 +223,7 @@ async def _await_isr(waits, timeout_ms: int, resp):
                 await asyncio.wait_for(part.wait_for_data(), remaining)
             except TimeoutError:
                 pass
+        else:
+            if len(part.state.isr) < min_isr:
+                r.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
     return resp

@@ -1,0 +1,46 @@
+"""ControlledShutdown (key 7), v0-v3: a broker asks the controller to move
+leadership away from it before it stops.
+
+Behavior:
+- Inter-broker only (not advertised to clients), served by the active
+  controller; any other broker answers NOT_CONTROLLER.
+- The controller (controller.py, _on_controlled_shutdown) marks the broker as
+  shutting down, elects another live ISR replica for every partition it leads
+  (leader epoch + 1, the broker out of the ISR), takes it out of the ISR of
+  partitions it follows, and tells the replicas (LeaderAndIsr, UpdateMetadata,
+  StopReplica). remaining_partitions lists the replicated partitions it still
+  leads (no other live ISR replica); partitions with one replica never count,
+  as in Kafka.
+- BROKER_NOT_AVAILABLE for a broker the controller does not know live;
+  STALE_BROKER_EPOCH (v2+) for a broker_epoch that is not the registered one.
+- The stopping side (ControllerSide.controlled_shutdown) retries per
+  controlled.shutdown.max.retries / controlled.shutdown.retry.backoff.ms.
+
+Version notes:
+- v0 request header v0 (no client id). v1 same body. v2 broker_epoch
+  (KIP-380). v3 flexible (KIP-482).
+"""
+
+from __future__ import annotations
+
+from refka.protocol import ErrorCode
+from refka.protocol.messages.controlled_shutdown import ControlledShutdown
+
+from ..registry import handles
+
+Resp = ControlledShutdown.Response
+RPart = Resp.RemainingPartition
+
+
+@handles(ControlledShutdown.key, 0, 3, inter_broker=True)
+async def handle_controlled_shutdown(ctx, req):
+    side = ctx.broker.controller_side
+    controller = side.controller if side is not None else None
+    if controller is None or not controller.is_active:
+        return Resp(error_code=ErrorCode.NOT_CONTROLLER, remaining_partitions=[])
+    broker_epoch = req.broker_epoch if ctx.api_version >= 2 else -1
+    error, remaining = await controller.controlled_shutdown(req.broker_id, broker_epoch)
+    return Resp(
+        error_code=error,
+        remaining_partitions=[RPart(topic_name=t, partition_index=p) for t, p in sorted(remaining)],
+    )

@@ -1,0 +1,265 @@
+"""A follower's fetcher: one asyncio task per leader broker (Kafka's ReplicaFetcherThread).
+
+Each fetcher sends Fetch (v12-v15, the highest both sides serve) to its leader
+for every partition this broker follows there, with this broker's id as
+replica_id (v12-14) or replica_state (v15, KIP-903, with the broker epoch),
+each partition's log end offset as fetch_offset and the epoch of its last
+batch as last_fetched_epoch. Per partition of the answer:
+
+- records: appended as they are (``append_as_follower``); the follower's high
+  watermark becomes min(leader's high watermark, own log end offset);
+- diverging_epoch (KIP-595): the leader has no such epoch, or it ended
+  earlier; the log is truncated to where both agree (the smaller of the
+  leader's end offset for that epoch and ours) and the next fetch goes on
+  from there, so a restarted old leader drops its divergent tail;
+- OFFSET_OUT_OF_RANGE: below the leader's log start the log restarts empty
+  there; otherwise the follower's log is truncated to the leader's high
+  watermark (all of it committed) and fetches on;
+- NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, unknown partition:
+  that partition waits replica.fetch.backoff.ms (a LeaderAndIsr is on its way).
+
+A connection failure backs off replica.fetch.backoff.ms and reconnects. The
+answer for a partition whose leader, epoch or log end offset changed while the
+request was out is dropped (it was for another state).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import TYPE_CHECKING, Any
+
+from refka.controller.netclient import KafkaConnection, KafkaConnectionError
+from refka.protocol import ErrorCode
+from refka.protocol.messages.fetch import Fetch
+
+from ..log.errors import UnexpectedAppendOffsetError
+from ..logging import get_logger
+
+if TYPE_CHECKING:
+    from ..replica_manager import Partition
+    from .manager import ReplicationManager
+
+log = get_logger("refka.replication.fetcher")
+
+Req = Fetch.Request
+FTopic = Req.FetchTopic
+FPart = FTopic.FetchPartition
+MIN_VERSION, MAX_VERSION = 12, 15
+RETRY_ERRORS = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.KAFKA_STORAGE_ERROR,
+})
+
+
+def truncation_offset(plog: Any, diverging_epoch: int, leader_end_offset: int) -> int:
+    """Where a follower's log stops agreeing with its leader's (KIP-595, Kafka's
+    AbstractFetcherThread.truncateOnFetchResponse): the leader's end offset for
+    ``diverging_epoch``, or ours for it if smaller; when that epoch is not in our
+    cache, ours for the largest epoch below it. Never above our log end offset.
+    The next fetch (with the new last fetched epoch) finds any older divergence."""
+    local_epoch, local_end = plog.end_offset_for_epoch(diverging_epoch)
+    target = leader_end_offset if local_epoch < 0 else min(local_end, leader_end_offset)
+    return max(min(target, plog.log_end_offset), 0)
+
+
+class ReplicaFetcher:
+    """Fetches, from broker ``leader_id``, every partition this broker follows there."""
+
+    def __init__(self, manager: ReplicationManager, leader_id: int) -> None:
+        self.manager = manager
+        self.broker = manager.broker
+        self.leader_id = leader_id
+        self.partitions: dict[tuple[str, int], Partition] = {}
+        self._delayed: dict[tuple[str, int], float] = {}  # partition -> monotonic time to retry at
+        self._changed = asyncio.Event()
+        cfg = self.broker.config
+        self.wait_ms = cfg["replica.fetch.wait.max.ms"]
+        self.backoff = cfg["replica.fetch.backoff.ms"] / 1000
+        self.partition_max_bytes = cfg["replica.fetch.max.bytes"]
+        self.max_bytes = cfg["replica.fetch.response.max.bytes"]
+        self._conn: KafkaConnection | None = None
+        self._version = MIN_VERSION
+        self.task = self.broker.spawn(self._run())
+
+    def add(self, p: Partition) -> None:
+        self.partitions[(p.topic, p.index)] = p
+        self._delayed.pop((p.topic, p.index), None)
+        self._changed.set()
+
+    def remove(self, key: tuple[str, int]) -> None:
+        self.partitions.pop(key, None)
+        self._delayed.pop(key, None)
+
+    def stop(self) -> None:
+        self.task.cancel()
+
+    async def _run(self) -> None:
+        try:
+            while True:
+                ready = self._ready_partitions()
+                if not ready:
+                    await self._idle()
+                    continue
+                conn = await self._connection()
+                if conn is None:
+                    await asyncio.sleep(self.backoff)
+                    continue
+                req, sent = self._request(ready)
+                try:
+                    resp = await conn.request(Fetch, req, self._version,
+                                              timeout=self.wait_ms / 1000 + 30.0)
+                except KafkaConnectionError as e:
+                    log.info("replica_fetch_failed", broker=self.broker.node_id, leader=self.leader_id,
+                             error=str(e))
+                    await self._drop_connection()
+                    await asyncio.sleep(self.backoff)
+                    continue
+                if resp.error_code != ErrorCode.NONE:
+                    log.info("replica_fetch_error", broker=self.broker.node_id, leader=self.leader_id,
+                             error=ErrorCode(resp.error_code).name)
+                    await asyncio.sleep(self.backoff)
+                    continue
+                self._handle(resp, sent)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            # A bug of ours: logged, and the fetcher starts over rather than stopping for good.
+            log.exception("replica_fetcher_failed", broker=self.broker.node_id, leader=self.leader_id)
+            await asyncio.sleep(self.backoff)
+            self.task = self.broker.spawn(self._run())
+        finally:
+            await self._drop_connection()
+
+    def _ready_partitions(self) -> list[Partition]:
+        now = time.monotonic()
+        for key, at in list(self._delayed.items()):
+            if at <= now:
+                del self._delayed[key]
+        return [p for key, p in self.partitions.items() if key not in self._delayed]
+
+    async def _idle(self) -> None:
+        """Nothing to fetch now: wait for a new partition or the first delay to end."""
+        self._changed.clear()
+        timeout = None
+        if self._delayed:
+            timeout = max(min(self._delayed.values()) - time.monotonic(), 0.0)
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    async def _connection(self) -> KafkaConnection | None:
+        if self._conn is not None and not self._conn.closed:
+            return self._conn
+        ep = self.manager.endpoint(self.leader_id)
+        if ep is None:
+            return None
+        conn = KafkaConnection(ep[0], ep[1], client_id=f"refka-replica-fetcher-{self.broker.node_id}")
+        try:
+            await conn.connect()
+            versions = await conn.api_versions()
+        except KafkaConnectionError as e:
+            log.info("replica_fetcher_connect_failed", broker=self.broker.node_id, leader=self.leader_id,
+                     error=str(e))
+            await conn.close()
+            return None
+        lo, hi = versions.get(Fetch.key, (0, -1))
+        if hi < MIN_VERSION:
+            log.warning("replica_fetcher_no_common_version", leader=self.leader_id, max_version=hi)
+            await conn.close()
+            return None
+        self._version = min(hi, MAX_VERSION)
+        self._conn = conn
+        return conn
+
+    async def _drop_connection(self) -> None:
+        conn, self._conn = self._conn, None
+        if conn is not None:
+            await conn.close()
+
+    def _request(self, parts: list[Partition]) -> tuple[Any, dict[Any, tuple[Partition, int, int]]]:
+        v = self._version
+        by_topic: dict[Any, list[Any]] = {}
+        sent: dict[Any, tuple[Partition, int, int]] = {}
+        for p in parts:
+            leo = p.log.log_end_offset
+            tkey = p.topic_id if v >= 13 else p.topic
+            by_topic.setdefault(tkey, []).append(FPart(
+                partition=p.index,
+                current_leader_epoch=p.state.leader_epoch,
+                fetch_offset=leo,
+                last_fetched_epoch=p.log.latest_epoch(),
+                log_start_offset=p.log.log_start_offset,
+                partition_max_bytes=self.partition_max_bytes,
+            ))
+            sent[(tkey, p.index)] = (p, p.state.leader_epoch, leo)
+        topics = [FTopic(topic="", topic_id=t, partitions=ps) if v >= 13 else FTopic(topic=t, partitions=ps)
+                  for t, ps in by_topic.items()]
+        req = Req(
+            max_wait_ms=self.wait_ms, min_bytes=1, max_bytes=self.max_bytes, isolation_level=0,
+            session_id=0, session_epoch=-1, topics=topics, forgotten_topics_data=[], rack_id="",
+        )
+        if v >= 15:
+            req.replica_state = Req.ReplicaState(replica_id=self.broker.node_id,
+                                                 replica_epoch=self.manager.broker_epoch())
+        else:
+            req.replica_id = self.broker.node_id
+        return req, sent
+
+    def _handle(self, resp: Any, sent: dict[Any, tuple[Partition, int, int]]) -> None:
+        v = self._version
+        for t in resp.responses:
+            tkey = t.topic_id if v >= 13 else t.topic
+            for pd in t.partitions:
+                entry = sent.get((tkey, pd.partition_index))
+                if entry is None:
+                    continue
+                p, epoch, fetch_offset = entry
+                key = (p.topic, p.index)
+                if (self.partitions.get(key) is not p or p.state.leader != self.leader_id
+                        or p.state.leader_epoch != epoch or p.log.log_end_offset != fetch_offset):
+                    continue  # the partition moved on while the request was out
+                try:
+                    self._handle_partition(p, pd, fetch_offset)
+                except Exception as e:  # one bad partition must not stop the others
+                    log.warning("replica_fetch_partition_failed", topic=p.topic, partition=p.index,
+                                error=repr(e))
+                    self._delayed[key] = time.monotonic() + self.backoff
+
+    def _handle_partition(self, p: Partition, pd: Any, fetch_offset: int) -> None:
+        err = pd.error_code
+        key = (p.topic, p.index)
+        plog = p.log
+        if err == ErrorCode.NONE:
+            div = pd.diverging_epoch
+            if div is not None and div.end_offset >= 0:
+                leo = plog.truncate_to(truncation_offset(plog, div.epoch, div.end_offset))
+                log.info("follower_truncated", broker=self.broker.node_id, topic=p.topic, partition=p.index,
+                         diverging_epoch=div.epoch, leader_end_offset=div.end_offset,
+                         log_end_offset=leo)
+                p.follower_high_watermark(pd.high_watermark)
+                return
+            records = pd.records
+            if records is not None and len(records):
+                try:
+                    plog.append_as_follower(records)
+                except UnexpectedAppendOffsetError as e:
+                    log.warning("follower_append_out_of_order", topic=p.topic, partition=p.index, error=str(e))
+                    self._delayed[key] = time.monotonic() + self.backoff
+                    return
+            p.follower_high_watermark(pd.high_watermark)
+        elif err == ErrorCode.OFFSET_OUT_OF_RANGE:
+            if 0 <= fetch_offset < pd.log_start_offset:
+                plog.truncate_fully_and_start_at(pd.log_start_offset)
+            elif pd.high_watermark >= 0:
+                plog.truncate_to(pd.high_watermark)
+            log.info("follower_offset_out_of_range", topic=p.topic, partition=p.index, fetch_offset=fetch_offset,
+                     leader_log_start_offset=pd.log_start_offset, leader_high_watermark=pd.high_watermark,
+                     log_end_offset=plog.log_end_offset)
+        elif err in RETRY_ERRORS:
+            self._delayed[key] = time.monotonic() + self.backoff
+        else:
+            log.warning("replica_fetch_partition_error", topic=p.topic, partition=p.index,
+                        error=ErrorCode(err).name)
+            self._delayed[key] = time.monotonic() + self.backoff

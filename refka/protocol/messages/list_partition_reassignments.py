@@ -1,0 +1,60 @@
+"""ListPartitionReassignments (key 46): the ongoing partition reassignments.
+
+v0 is flexible (KIP-455). topics null lists every ongoing reassignment.
+"""
+
+from ..api import Api
+from ..schema import INT16, INT32, STRING, api, array, field, struct
+
+ListPartitionReassignments = Api(
+    api(
+        46,
+        "ListPartitionReassignments",
+        "0",
+        flexible="0+",
+        request=struct(
+            "ListPartitionReassignmentsRequest",
+            field("timeout_ms", INT32, default=60000),
+            field(
+                "topics",
+                array(
+                    struct(
+                        "ListPartitionReassignmentsTopics",
+                        field("name", STRING),
+                        field("partition_indexes", array(INT32)),
+                    )
+                ),
+                nullable="0+",
+                default=None,
+                about="The partitions to list, or null for every ongoing reassignment.",
+            ),
+        ),
+        response=struct(
+            "ListPartitionReassignmentsResponse",
+            field("throttle_time_ms", INT32),
+            field("error_code", INT16),
+            field("error_message", STRING, nullable="0+", default=None),
+            field(
+                "topics",
+                array(
+                    struct(
+                        "OngoingTopicReassignment",
+                        field("name", STRING),
+                        field(
+                            "partitions",
+                            array(
+                                struct(
+                                    "OngoingPartitionReassignment",
+                                    field("partition_index", INT32),
+                                    field("replicas", array(INT32), about="Current replicas (target + origin)."),
+                                    field("adding_replicas", array(INT32)),
+                                    field("removing_replicas", array(INT32)),
+                                )
+                            ),
+                        ),
+                    )
+                ),
+            ),
+        ),
+    )
+)

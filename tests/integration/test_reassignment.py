@@ -1,0 +1,150 @@
+"""AlterPartitionReassignments (45) and ListPartitionReassignments (46) on the wire.
+
+Neither confluent-kafka nor kafka-python has these APIs, so the requests go
+over a raw connection to the controller of a one-process, three-broker
+cluster. Completion of a reassignment that adds a replica needs that replica
+to catch up and join the ISR (replication); the checks read Metadata
+(replicas, leader, leader epoch) and ListPartitionReassignments, not data.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+
+import pytest
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from refka.protocol import ErrorCode
+from refka.protocol.messages.alter_partition_reassignments import AlterPartitionReassignments
+from refka.protocol.messages.list_partition_reassignments import ListPartitionReassignments
+from tests.brokers import BrokerProcess
+from tests.integration.cluster_helpers import TIMEOUT, Raw, metadata
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
+
+AReq = AlterPartitionReassignments.Request
+LReq = ListPartitionReassignments.Request
+
+
+@pytest.fixture(scope="module")
+def three(tmp_path_factory):
+    b = BrokerProcess(tmp_path_factory.mktemp("reassign") / "data", brokers=3, memory=True).start()
+    yield b
+    b.stop()
+
+
+def ports(three) -> tuple[int, int]:
+    """(the controller's port, another broker's port)."""
+    md = metadata(three.port)
+    by_id = {b.node_id: b.port for b in md.brokers}
+    return by_id[md.controller_id], next(p for n, p in by_id.items() if n != md.controller_id)
+
+
+def create(three, assignment: list[list[int]]) -> str:
+    topic = f"re-{uuid.uuid4().hex[:6]}"
+    admin = AdminClient({"bootstrap.servers": three.bootstrap})
+    admin.create_topics([NewTopic(topic, num_partitions=len(assignment), replica_assignment=assignment)],
+                        operation_timeout=TIMEOUT)[topic].result(TIMEOUT)
+    return topic
+
+
+def alter(port: int, topic: str, targets: dict[int, list[int] | None], version: int = 1, allow: bool = True):
+    req = AReq(timeout_ms=10_000, allow_replication_factor_change=allow, topics=[AReq.ReassignableTopic(
+        name=topic, partitions=[AReq.ReassignableTopic.ReassignablePartition(partition_index=p, replicas=r)
+                                for p, r in targets.items()])])
+    raw = Raw(port)
+    try:
+        resp, _ = raw.call_raw(AlterPartitionReassignments, req, version)
+    finally:
+        raw.close()
+    return resp
+
+
+def codes(resp) -> dict[tuple[str, int], int]:
+    return {(t.name, p.partition_index): p.error_code for t in resp.responses for p in t.partitions}
+
+
+def ongoing(port: int, topic: str | None = None) -> dict[tuple[str, int], tuple[list, list, list]]:
+    topics = None if topic is None else [LReq.ListPartitionReassignmentsTopics(name=topic, partition_indexes=[0, 1])]
+    raw = Raw(port)
+    try:
+        resp, _ = raw.call_raw(ListPartitionReassignments, LReq(timeout_ms=10_000, topics=topics), 0)
+    finally:
+        raw.close()
+    assert resp.error_code == ErrorCode.NONE
+    return {(t.name, p.partition_index): (list(p.replicas), list(p.adding_replicas), list(p.removing_replicas))
+            for t in resp.topics for p in t.partitions}
+
+
+def partition(port: int, topic: str, p: int = 0):
+    (t,) = metadata(port, topic).topics
+    return next(x for x in t.partitions if x.partition_index == p)
+
+
+def wait_for(what, timeout: float = TIMEOUT):
+    deadline = time.monotonic() + timeout
+    while not (v := what()):
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.05)
+    return v
+
+
+def test_errors(three):
+    controller, _ = ports(three)
+    topic = create(three, [[0, 1]])
+    resp = alter(controller, topic, {0: [], 1: [0]})
+    assert resp.error_code == ErrorCode.NONE
+    assert codes(resp) == {(topic, 0): ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+                           (topic, 1): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    assert codes(alter(controller, topic, {0: [1, 1]})) == {(topic, 0): ErrorCode.INVALID_REPLICA_ASSIGNMENT}
+    assert codes(alter(controller, topic, {0: [0, 9]})) == {(topic, 0): ErrorCode.INVALID_REPLICA_ASSIGNMENT}
+    assert codes(alter(controller, topic, {0: None})) == {(topic, 0): ErrorCode.NO_REASSIGNMENT_IN_PROGRESS}
+    assert codes(alter(controller, topic, {0: [0, 1, 2]}, allow=False)) == {
+        (topic, 0): ErrorCode.INVALID_REPLICATION_FACTOR}
+    assert codes(alter(controller, "no-such-" + topic, {0: [0]})) == {
+        ("no-such-" + topic, 0): ErrorCode.UNKNOWN_TOPIC_OR_PARTITION}
+    # The same target as now: nothing to do, nothing listed.
+    assert codes(alter(controller, topic, {0: [0, 1]}, version=0)) == {(topic, 0): ErrorCode.NONE}
+    assert ongoing(controller, topic) == {}
+    assert partition(controller, topic).leader_epoch == 0
+
+
+def test_not_controller(three):
+    _, other = ports(three)
+    topic = create(three, [[0, 1]])
+    resp = alter(other, topic, {0: [1, 0]})
+    assert resp.error_code == ErrorCode.NOT_CONTROLLER and resp.responses == []
+    raw = Raw(other)
+    try:
+        lresp, _ = raw.call_raw(ListPartitionReassignments, LReq(timeout_ms=1000, topics=None), 0)
+    finally:
+        raw.close()
+    assert lresp.error_code == ErrorCode.NOT_CONTROLLER
+
+
+def test_shrinking_to_replicas_in_the_isr_completes_at_once(three):
+    controller, _ = ports(three)
+    topic = create(three, [[2, 0, 1]])
+    before = partition(controller, topic)
+    assert before.leader_id == 2
+    assert codes(alter(controller, topic, {0: [0, 1]})) == {(topic, 0): ErrorCode.NONE}
+    p = wait_for(lambda: (x := partition(controller, topic)).replica_nodes == [0, 1] and x)
+    # The leader was removed: the first target replica in the ISR leads, with a newer epoch.
+    assert p.leader_id == 0 and p.leader_epoch > before.leader_epoch
+    assert sorted(p.isr_nodes) == [0, 1]
+    assert ongoing(controller) == {} or (topic, 0) not in ongoing(controller)
+
+
+def test_moving_a_replica_to_another_broker(three):
+    """[0] -> [1]: listed as ongoing (replicas [1, 0], adding [1], removing [0]) until broker 1
+    joined the ISR, then done: replicas [1], led by 1 with a newer epoch."""
+    controller, _ = ports(three)
+    topic = create(three, [[0]])
+    before = partition(controller, topic)
+    assert codes(alter(controller, topic, {0: [1]})) == {(topic, 0): ErrorCode.NONE}
+    now = ongoing(controller, topic)
+    assert now in ({(topic, 0): ([1, 0], [1], [0])}, {})  # {} if it already completed
+    p = wait_for(lambda: (x := partition(controller, topic)).replica_nodes == [1] and x)
+    assert p.leader_id == 1 and p.leader_epoch > before.leader_epoch and list(p.isr_nodes) == [1]
+    assert (topic, 0) not in ongoing(controller)

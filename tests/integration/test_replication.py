@@ -1,0 +1,480 @@
+"""Replication between refka brokers, driven by unmodified confluent-kafka.
+
+- One process, three brokers (``refka serve --brokers 3``): a replication
+  factor 3 topic with min.insync.replicas=2 takes an idempotent acks=all
+  producer's records; the leader serves them all, and both followers' log
+  files end up byte-identical to the leader's.
+- One process, three brokers run in-process (``Cluster`` on a thread's loop):
+  the leader is stopped (not a controlled shutdown) mid-produce; the producer
+  carries on with the new leader and every record is read back once, in order.
+- Three processes over a private ZooKeeper: the leader is killed (SIGKILL)
+  while an idempotent acks=all producer is sending; the controller elects a
+  new leader from the ISR at a higher leader epoch, the producer carries on,
+  and a consumer reads every acknowledged record exactly once, in order. The
+  killed broker, restarted, truncates what it has beyond the new leader's
+  log (diverging epoch, KIP-595) and rejoins the ISR.
+- acks=all with one live replica of three and min.insync.replicas=2 is
+  refused with NOT_ENOUGH_REPLICAS.
+- A follower stalled (SIGSTOP) past replica.lag.time.max.ms leaves the ISR
+  (the leader's write through the controller package), acks=all completes
+  without it, a record appended with ISR 3 and min.insync.replicas=3 is
+  answered NOT_ENOUGH_REPLICAS_AFTER_APPEND; resumed, it rejoins the ISR.
+
+Waits poll with generous deadlines (a broken broker fails instead of hanging);
+no assertion is about time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import signal
+import threading
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import KafkaError, Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from refka.broker.config import BrokerConfig
+from refka.broker.server import Cluster, broker_configs
+from refka.client.connection import connect
+from refka.protocol.messages.metadata import Metadata
+from tests.brokers import BrokerProcess, free_port_block
+from tests.integration.confluent_helpers import TIMEOUT, consume_until_eof, consumer, unique_topic
+from tests.zk import ZooKeeperServer, zookeeper_unavailable
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
+
+FAST = {"replica.fetch.wait.max.ms": "100", "replica.fetch.backoff.ms": "100",
+        "replica.lag.time.max.ms": "10000"}
+
+
+def create_rf3_topic(bootstrap: str, topic: str, partitions: int = 1, **config: str) -> None:
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    fut = a.create_topics([NewTopic(topic, partitions, 3, config={"min.insync.replicas": "2", **config})],
+                          operation_timeout=TIMEOUT)[topic]
+    fut.result(TIMEOUT)
+
+
+def partition_metadata(bootstrap: str, topic: str) -> dict[int, Any]:
+    """partition -> Metadata v12 partition (leader_id, leader_epoch, isr_nodes), asked over the wire."""
+
+    async def go() -> dict[int, Any]:
+        conn = await connect(bootstrap, "replication-test")
+        try:
+            R = Metadata.Request
+            resp = await conn.request(Metadata, R(topics=[R.MetadataRequestTopic(name=topic)],
+                                                  allow_auto_topic_creation=False), version=12)
+        finally:
+            await conn.close()
+        (t,) = resp.topics
+        assert t.error_code == 0, t.error_code
+        return {p.partition_index: p for p in t.partitions}
+
+    result: dict[int, Any] = asyncio.run(asyncio.wait_for(go(), TIMEOUT))
+    return result
+
+
+def controller_id(bootstrap: str) -> int:
+    async def go() -> int:
+        conn = await connect(bootstrap, "replication-test")
+        try:
+            resp = await conn.request(Metadata, Metadata.Request(topics=[], allow_auto_topic_creation=False),
+                                      version=12)
+        finally:
+            await conn.close()
+        return int(resp.controller_id)
+
+    result: int = asyncio.run(asyncio.wait_for(go(), TIMEOUT))
+    return result
+
+
+def wait_until(what: str, check: Any, timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got = check()
+        except Exception:  # a broker between states: ask again
+            got = None
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.2)
+
+
+def idempotent_producer(bootstrap: str, **conf: Any) -> Producer:
+    base = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
+            "message.timeout.ms": 120000, "retry.backoff.ms": 100, "topic.metadata.refresh.interval.ms": 1000}
+    base.update(conf)
+    return Producer(base)
+
+
+def read_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[bytes]]:
+    from confluent_kafka import OFFSET_BEGINNING, TopicPartition
+
+    c = consumer(bootstrap)
+    try:
+        c.assign([TopicPartition(topic, p, OFFSET_BEGINNING) for p in range(partitions)])
+        msgs = consume_until_eof(c, set(range(partitions)))
+    finally:
+        c.close()
+    out: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
+    for m in msgs:
+        out[m.partition()].append(m.value())
+    return out
+
+
+def log_file(data_dir: Path, broker_id: int, topic: str, partition: int = 0) -> Path:
+    return data_dir / f"broker-{broker_id}" / f"{topic}-{partition}" / "00000000000000000000.log"
+
+
+def stored_batches(path: Path) -> bytes:
+    """The record batches of a segment file, without the zeroed space a running
+    broker keeps ahead of its writes (each batch: base offset, length, rest)."""
+    data = path.read_bytes()
+    pos = 0
+    while pos + 12 <= len(data):
+        length = int.from_bytes(data[pos + 8:pos + 12], "big")
+        if length <= 0 or pos + 12 + length > len(data):
+            break
+        pos += 12 + length
+    return data[:pos]
+
+
+# -- one process, three brokers ----------------------------------------------------------------
+
+
+def test_acks_all_records_reach_every_replica_in_a_one_process_cluster(tmp_path):
+    data = tmp_path / "data"
+    with BrokerProcess(data, brokers=3, overrides=FAST) as cluster:
+        topic = unique_topic("rf3")
+        create_rf3_topic(cluster.bootstrap, topic)
+        meta = wait_until("ISR of 3", lambda: (m := partition_metadata(cluster.bootstrap, topic))
+                          and len(m[0].isr_nodes) == 3 and m)
+        p = idempotent_producer(cluster.bootstrap)
+        errors: list[KafkaError] = []
+        values = [f"v{i}".encode() for i in range(2000)]
+        for v in values:
+            p.produce(topic, v, partition=0, on_delivery=lambda err, msg: err and errors.append(err))
+            p.poll(0)
+        assert p.flush(TIMEOUT) == 0
+        assert errors == []
+        assert read_all(cluster.bootstrap, topic, 1)[0] == values
+        # The followers' logs are the leader's, byte for byte (same batches, offsets, epochs).
+        leader = meta[0].leader_id
+        leader_log = log_file(data, leader, topic)
+
+        def same_logs() -> bool:
+            want = stored_batches(leader_log)
+            return all(stored_batches(log_file(data, b, topic)) == want for b in range(3))
+
+        wait_until("followers' logs equal the leader's", same_logs)
+        assert stored_batches(leader_log)
+        assert len(partition_metadata(cluster.bootstrap, topic)[0].isr_nodes) == 3
+
+
+class InProcessCluster:
+    """``refka.broker.server.Cluster`` (three brokers, embedded store) on its own event
+    loop in a thread, so a test can stop one broker while clients run."""
+
+    def __init__(self, data_dir: Path, n: int = 3) -> None:
+        base = BrokerConfig.load(None, environ={}, overrides={**FAST, "log.dirs": str(data_dir)})
+        configs = broker_configs(base, n, "127.0.0.1", free_port_block(n), data_dir)
+        self.cluster = Cluster(configs, memory=False, data_dir=data_dir)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.call(self.cluster.start())
+
+    def call(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
+
+    def stop_broker(self, node_id: int) -> None:
+        b = self.cluster.broker(node_id)
+        kwargs = {}
+        if "controlled" in inspect.signature(self.cluster.stop_broker).parameters:
+            kwargs["controlled"] = False  # a failure, not a controlled shutdown
+        self.call(self.cluster.stop_broker(b, **kwargs))
+
+    @property
+    def bootstrap(self) -> str:
+        return self.cluster.bootstrap
+
+    def close(self) -> None:
+        try:
+            self.call(self.cluster.stop())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+
+
+def test_leader_stopped_in_a_one_process_cluster_producer_continues(tmp_path):
+    cluster = InProcessCluster(tmp_path / "data")
+    try:
+        bootstrap = cluster.bootstrap
+        topic = unique_topic("stop")
+        create_rf3_topic(bootstrap, topic)
+        before = wait_until("ISR of 3", lambda: (m := partition_metadata(bootstrap, topic))
+                            and len(m[0].isr_nodes) == 3 and m[0])
+        leader = before.leader_id
+        acked: list[bytes] = []
+        failed: list[KafkaError] = []
+        p = idempotent_producer(bootstrap)
+
+        def on_delivery(err: KafkaError | None, msg: Any) -> None:
+            (failed.append(err) if err is not None else acked.append(msg.value()))
+
+        values = [f"r{i:06d}".encode() for i in range(3000)]
+        for i, v in enumerate(values):
+            p.produce(topic, v, partition=0, on_delivery=on_delivery)
+            p.poll(0)
+            if i == 1000:  # records in flight: the idempotent producer resends them to the new leader
+                cluster.stop_broker(leader)
+        assert p.flush(TIMEOUT * 2) == 0
+        assert failed == []
+        survivors = cluster.bootstrap
+        after = partition_metadata(survivors, topic)[0]
+        assert after.leader_id != leader and after.leader_epoch > before.leader_epoch
+        assert leader not in after.isr_nodes
+        assert read_all(survivors, topic, 1)[0] == values == acked
+    finally:
+        cluster.close()
+
+
+# -- three processes over ZooKeeper ------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def zookeeper(tmp_path_factory):
+    reason = zookeeper_unavailable()
+    if reason:
+        pytest.skip(reason)
+    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
+    server.start()
+    yield server
+    server.stop()
+
+
+def leave_divergent_tail_and_kill(cluster: ZkCluster, leader: int, topic: str) -> None:
+    """SIGKILL the leader after it appended records its followers never fetched.
+
+    The followers are paused (SIGSTOP) long enough for their pending fetches to
+    be answered, then the leader takes acks=1 records only it will ever have
+    (and whatever the acks=all producer sends meanwhile: not acknowledged, so
+    retried on the next leader), and dies. The followers resume; one of them
+    leads at a new epoch and the dead broker's tail has diverged from it."""
+    followers = [b for i, b in cluster.procs.items() if i != leader]
+    for b in followers:
+        b.proc.send_signal(signal.SIGSTOP)
+    try:
+        time.sleep(0.5)  # > replica.fetch.wait.max.ms: no fetch of theirs is still open
+        p = Producer({"bootstrap.servers": cluster.procs[leader].bootstrap, "acks": "1", "linger.ms": 0})
+        reports: list[Any] = []
+        for i in range(20):
+            p.produce(topic, b"acks1-%d" % i, partition=0, on_delivery=lambda err, msg: reports.append(err))
+        assert p.flush(TIMEOUT) == 0
+        assert reports == [None] * 20
+        cluster.procs[leader].kill(signal.SIGKILL)
+    finally:
+        for b in followers:
+            b.proc.send_signal(signal.SIGCONT)
+
+
+class ZkCluster:
+    def __init__(self, zookeeper: ZooKeeperServer, tmp_path: Path, n: int = 3, **overrides: str) -> None:
+        self.connect = f"{zookeeper.connect}/repl{uuid.uuid4().hex[:8]}"
+        self.tmp_path = tmp_path
+        self.overrides = {**FAST, **overrides}
+        self.procs = {i: self._proc(i) for i in range(n)}
+
+    def _proc(self, i: int, port: int | None = None) -> BrokerProcess:
+        return BrokerProcess(self.tmp_path / f"data{i}", overrides=self.overrides, port=port,
+                             extra_args=["--zookeeper", self.connect, "--broker-id", str(i)])
+
+    def start(self) -> ZkCluster:
+        for b in self.procs.values():
+            b.start()
+        return self
+
+    def restart(self, i: int) -> None:
+        old = self.procs[i]
+        self.procs[i] = self._proc(i, old.port)
+        self.procs[i].start(timeout=60)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(b.bootstrap for b in self.procs.values())
+
+    def bootstrap_without(self, i: int) -> str:
+        return ",".join(b.bootstrap for j, b in self.procs.items() if j != i)
+
+    def stop(self) -> None:
+        for b in self.procs.values():
+            b.stop()
+
+
+def test_leader_killed_during_produce_loses_and_duplicates_nothing(zookeeper, tmp_path):
+    cluster = ZkCluster(zookeeper, tmp_path).start()
+    try:
+        topic = unique_topic("failover")
+        create_rf3_topic(cluster.bootstrap, topic)
+        before = wait_until("ISR of 3", lambda: (m := partition_metadata(cluster.bootstrap, topic))
+                            and len(m[0].isr_nodes) == 3 and m[0])
+        leader = before.leader_id
+
+        acked: list[bytes] = []
+        failed: list[KafkaError] = []
+        lock = threading.Lock()
+
+        def on_delivery(err: KafkaError | None, msg: Any) -> None:
+            with lock:
+                if err is None:
+                    acked.append(msg.value())
+                else:
+                    failed.append(err)
+
+        p = idempotent_producer(cluster.bootstrap)
+        sent = 0
+        killed = False
+        deadline = time.monotonic() + 120
+        # Produce steadily; kill the leader once some records are acknowledged and
+        # go on until as many again are acknowledged after the kill.
+        while True:
+            assert time.monotonic() < deadline, f"producer stalled: {len(acked)} acked, errors {failed}"
+            for _ in range(20):
+                p.produce(topic, f"r{sent:06d}".encode(), partition=0, on_delivery=on_delivery)
+                sent += 1
+            p.poll(0.01)
+            with lock:
+                n_acked = len(acked)
+            if not killed and n_acked >= 500:
+                leave_divergent_tail_and_kill(cluster, leader, topic)
+                killed = True
+                acked_at_kill = n_acked
+            if killed and n_acked >= acked_at_kill + 1000:
+                break
+        assert p.flush(TIMEOUT * 2) == 0
+        assert failed == []
+        survivors = cluster.bootstrap_without(leader)
+        after = wait_until("a new leader", lambda: (m := partition_metadata(survivors, topic))
+                           and m[0].leader_id not in (leader, -1) and m[0])
+        assert after.leader_epoch > before.leader_epoch
+        assert leader not in after.isr_nodes
+
+        # Every acknowledged record exactly once, in the order produced (one partition).
+        got = read_all(survivors, topic, 1)[0]
+        assert len(got) == len(set(got)), "duplicates"
+        assert set(acked) <= set(got), f"lost {len(set(acked) - set(got))} acknowledged records"
+        assert got == sorted(got)  # produced in this order, so read in it
+        assert not any(v.startswith(b"acks1-") for v in got)  # only the dead leader had them
+
+        # The killed broker comes back: it truncates any divergent tail and rejoins the ISR.
+        cluster.restart(leader)
+        wait_until("the restarted broker back in the ISR",
+                   lambda: leader in partition_metadata(cluster.bootstrap, topic)[0].isr_nodes)
+        assert "follower_truncated" in cluster.procs[leader].log_path.read_text()
+        extra = [b"after-restart-%d" % i for i in range(50)]
+        for v in extra:
+            p.produce(topic, v, partition=0, on_delivery=on_delivery)
+        assert p.flush(TIMEOUT) == 0
+        assert failed == []
+        final = read_all(cluster.bootstrap, topic, 1)[0]
+        assert final == got + extra
+        # Its log is the leader's again.
+        new_leader = partition_metadata(cluster.bootstrap, topic)[0].leader_id
+
+        def same_logs() -> bool:
+            a = log_file(tmp_path / f"data{new_leader}", new_leader, topic)
+            b = log_file(tmp_path / f"data{leader}", leader, topic)
+            return stored_batches(a) == stored_batches(b)
+
+        wait_until("the restarted broker's log equals the leader's", same_logs)
+    finally:
+        cluster.stop()
+
+
+def test_acks_all_with_one_live_replica_is_not_enough_replicas(zookeeper, tmp_path):
+    cluster = ZkCluster(zookeeper, tmp_path).start()
+    try:
+        topic = unique_topic("minisr")
+        create_rf3_topic(cluster.bootstrap, topic)
+        meta = wait_until("ISR of 3", lambda: (m := partition_metadata(cluster.bootstrap, topic))
+                          and len(m[0].isr_nodes) == 3 and m[0])
+        keep = meta.leader_id
+        for i, b in cluster.procs.items():
+            if i != keep:
+                b.stop()  # clean shutdown: the controller moves them out of the ISR at once
+        alone = cluster.procs[keep].bootstrap
+        wait_until("ISR of 1", lambda: partition_metadata(alone, topic)[0].isr_nodes == [keep])
+        reports: list[KafkaError | None] = []
+        p = Producer({"bootstrap.servers": alone, "acks": "all", "retries": 0, "linger.ms": 0})
+        p.produce(topic, b"refused", partition=0, on_delivery=lambda err, msg: reports.append(err))
+        assert p.flush(TIMEOUT) == 0
+        (err,) = reports
+        assert err is not None and err.code() == KafkaError.NOT_ENOUGH_REPLICAS, err
+        # acks=1 is not bound by min.insync.replicas.
+        p1 = Producer({"bootstrap.servers": alone, "acks": "1", "linger.ms": 0})
+        ok: list[KafkaError | None] = []
+        p1.produce(topic, b"accepted", partition=0, on_delivery=lambda err, msg: ok.append(err))
+        assert p1.flush(TIMEOUT) == 0
+        assert ok == [None]
+    finally:
+        cluster.stop()
+
+
+def test_a_stalled_follower_leaves_the_isr_and_rejoins_when_it_catches_up(zookeeper, tmp_path):
+    # replica.lag.time.max.ms=2000: a follower not caught up for 2 s leaves the ISR.
+    cluster = ZkCluster(zookeeper, tmp_path, **{"replica.lag.time.max.ms": "2000"}).start()
+    try:
+        # The stalled follower is not the controller (the controller propagates ISR changes).
+        ctrl = controller_id(cluster.bootstrap)
+        stalled = next(i for i in cluster.procs if i != ctrl)
+        third = next(i for i in cluster.procs if i not in (ctrl, stalled))
+        topic, strict = unique_topic("shrink"), unique_topic("minisr3")
+        a = AdminClient({"bootstrap.servers": cluster.bootstrap})
+        futs = a.create_topics([
+            NewTopic(topic, num_partitions=1, replica_assignment=[[ctrl, third, stalled]], config={"min.insync.replicas": "2"}),
+            NewTopic(strict, num_partitions=1, replica_assignment=[[ctrl, third, stalled]], config={"min.insync.replicas": "3"}),
+        ], operation_timeout=TIMEOUT)
+        for f in futs.values():
+            f.result(TIMEOUT)
+        for t in (topic, strict):
+            wait_until("ISR of 3", lambda t=t: len(partition_metadata(cluster.bootstrap, t)[0].isr_nodes) == 3)
+        others = cluster.bootstrap_without(stalled)
+        p = idempotent_producer(others)
+        errors: list[KafkaError] = []
+
+        def send(n: int, tag: str) -> None:
+            for i in range(n):
+                p.produce(topic, f"{tag}-{i}".encode(), partition=0,
+                          on_delivery=lambda err, msg: err and errors.append(err))
+            assert p.flush(TIMEOUT) == 0
+
+        once = Producer({"bootstrap.servers": others, "acks": "all", "retries": 0, "linger.ms": 0})
+        strict_reports: list[KafkaError | None] = []
+        cluster.procs[stalled].proc.send_signal(signal.SIGSTOP)
+        try:
+            # Appended while the ISR has 3 (min.insync.replicas=3 allows it), acknowledged
+            # only after the ISR shrank to 2: NOT_ENOUGH_REPLICAS_AFTER_APPEND.
+            once.produce(strict, b"x", partition=0, on_delivery=lambda err, msg: strict_reports.append(err))
+            send(10, "while-stalled")  # acks=all waits until the ISR no longer has it
+            assert once.flush(TIMEOUT) == 0
+            wait_until("the stalled follower out of the ISR",
+                       lambda: stalled not in partition_metadata(others, topic)[0].isr_nodes)
+            assert partition_metadata(others, topic)[0].leader_id == ctrl
+        finally:
+            cluster.procs[stalled].proc.send_signal(signal.SIGCONT)
+        (err,) = strict_reports
+        assert err is not None and err.code() == KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND, err
+        send(10, "after")
+        wait_until("the follower back in the ISR",
+                   lambda: stalled in partition_metadata(others, topic)[0].isr_nodes)
+        assert errors == []
+        assert read_all(others, topic, 1)[0] == [f"{t}-{i}".encode() for t in ("while-stalled", "after")
+                                                  for i in range(10)]
+    finally:
+        cluster.stop()
