@@ -159,8 +159,6 @@ class Connection(asyncio.BufferedProtocol):
                 return
             p += 4 + n
             self._need = 0
-            if self._buf is not buf:  # never happens today; keeps the loop honest
-                return
         if p == end:
             # Everything handled: read into the buffer from its start again.
             self._start = self._end = 0
