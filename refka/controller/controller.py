@@ -501,6 +501,9 @@ class Controller(ReassignmentMixin):
         for name in sorted(self.topics):
             await self._complete_topic(name, batch)
         await self._elect_offline(self.pstates.keys_in(P.OFFLINE), batch)
+        # Replicas on brokers that are not registered leave the ISRs of partitions whose
+        # leader is alive too (Kafka's removeReplicasFromIsr at controller start-up).
+        await self._on_brokers_failed(set(), batch, set())
         batch.full_leader_and_isr |= set(self.live)
         batch.update_metadata_all = True
         batch.update_metadata_full_to |= set(self.live)
