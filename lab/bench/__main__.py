@@ -3,6 +3,7 @@
     python -m lab.bench [--quick] [--targets refka-disk,refka-memory,tansu,mock] [--json PATH] [--codec]
     make bench ARGS="--quick"
     python -m lab.bench --groups [...]   the consumer-group benchmark instead (groups.py)
+    python -m lab.bench --failover [...] the leadership-failover benchmark instead (failover.py)
 
 For each target, in one run on this machine:
 
@@ -148,10 +149,18 @@ def main(argv: list[str] | None = None) -> int:
         from lab.bench import groups
 
         return groups.main([a for a in argv if a != "--groups"])
+    if "--failover" in argv:
+        # The failover benchmark has its own options (python -m lab.bench.failover --help).
+        from lab.bench import failover
+
+        return failover.main([a for a in argv if a != "--failover"])
     parser = argparse.ArgumentParser(prog="python -m lab.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--groups", action="store_true",
                         help="run the consumer-group benchmark instead (lab/bench/groups.py; its options: "
                              "python -m lab.bench.groups --help)")
+    parser.add_argument("--failover", action="store_true",
+                        help="run the leadership-failover benchmark instead (lab/bench/failover.py; its options: "
+                             "python -m lab.bench.failover --help)")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run: 10x fewer records, one start-up spawn (well under 2 min)")
     parser.add_argument("--targets", default=",".join(targets.ALL),
