@@ -101,15 +101,14 @@ class _IndexFile:
                 pass
 
 
-class OffsetIndex:
-    """Relative offset -> position, sparse (one entry per index.interval.bytes)."""
+class _SparseIndex:
+    """What the offset and time indexes share: their file, size and entry count."""
 
     def __init__(self, path: Path | None, base_offset: int, max_entries: int) -> None:
         self.base_offset = base_offset
         self.max_entries = max_entries
         self._file = _IndexFile(path)
         self._offsets = array("i")
-        self._positions = array("i")
 
     @property
     def path(self) -> Path | None:
@@ -121,6 +120,26 @@ class OffsetIndex:
     @property
     def is_full(self) -> bool:
         return len(self._offsets) >= self.max_entries
+
+    def dup_fd(self) -> int:
+        return self._file.dup_fd()
+
+    def close(self) -> None:
+        self._file.close()
+
+    def rename(self, path: Path) -> None:
+        self._file.rename(path)
+
+    def delete(self) -> None:
+        self._file.delete()
+
+
+class OffsetIndex(_SparseIndex):
+    """Relative offset -> position, sparse (one entry per index.interval.bytes)."""
+
+    def __init__(self, path: Path | None, base_offset: int, max_entries: int) -> None:
+        super().__init__(path, base_offset, max_entries)
+        self._positions = array("i")
 
     def load(self, segment_size: int) -> bool:
         """Read the file; False (and empty) if missing or not sane for this segment."""
@@ -186,39 +205,14 @@ class OffsetIndex:
         self._positions = array("i")
         self._file.rewrite(b"")
 
-    def dup_fd(self) -> int:
-        return self._file.dup_fd()
-
-    def close(self) -> None:
-        self._file.close()
-
-    def rename(self, path: Path) -> None:
-        self._file.rename(path)
-
-    def delete(self) -> None:
-        self._file.delete()
 
 
-class TimeIndex:
+class TimeIndex(_SparseIndex):
     """Max timestamp so far -> relative offset holding it."""
 
     def __init__(self, path: Path | None, base_offset: int, max_entries: int) -> None:
-        self.base_offset = base_offset
-        self.max_entries = max_entries
-        self._file = _IndexFile(path)
+        super().__init__(path, base_offset, max_entries)
         self._timestamps = array("q")
-        self._offsets = array("i")
-
-    @property
-    def path(self) -> Path | None:
-        return self._file.path
-
-    def __len__(self) -> int:
-        return len(self._offsets)
-
-    @property
-    def is_full(self) -> bool:
-        return len(self._offsets) >= self.max_entries
 
     def load(self) -> bool:
         raw = self._file.read()
@@ -278,14 +272,3 @@ class TimeIndex:
         self._offsets = array("i")
         self._file.rewrite(b"")
 
-    def dup_fd(self) -> int:
-        return self._file.dup_fd()
-
-    def close(self) -> None:
-        self._file.close()
-
-    def rename(self, path: Path) -> None:
-        self._file.rename(path)
-
-    def delete(self) -> None:
-        self._file.delete()
