@@ -117,6 +117,7 @@ def handle_produce(ctx, req):
         name = t.name
         parts_out = []
         tmeta = cache.topic(name)
+        min_isr = replicas.min_insync_replicas(name) if acks == -1 else 0
         stale_count = (
             t.undeleted_partition_count >= 0
             and tmeta is not None
@@ -168,7 +169,7 @@ def handle_produce(ctx, req):
                 if r is not None:
                     parts_out.append(r)
                     continue
-            if acks == -1 and len(part.state.isr) < replicas.min_insync_replicas(name):
+            if acks == -1 and len(part.state.isr) < min_isr:
                 parts_out.append(_error(idx, ErrorCode.NOT_ENOUGH_REPLICAS,
                                         f"the ISR {part.state.isr} is smaller than min.insync.replicas"))
                 continue
@@ -192,7 +193,7 @@ def handle_produce(ctx, req):
             )
             parts_out.append(r)
             if acks == -1 and part.high_watermark <= info.last_offset:
-                waits.append((part, info.last_offset + 1, r, replicas.min_insync_replicas(name)))
+                waits.append((part, info.last_offset + 1, r, min_isr))
         out.append(RTopic(name=name, partition_responses=parts_out))
 
     if acks == 0:
