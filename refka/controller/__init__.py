@@ -4,13 +4,12 @@ What a broker uses is re-exported here; see each module's docstring:
 ``store`` (MetadataStore: EmbeddedStore, ZooKeeperStore), ``znodes`` (paths
 and payloads), ``admin`` (the writes behind admin requests, broker
 registration, ISR changes), ``controller`` (Controller), ``channel``
-(ControllerChannel), ``netclient`` (KafkaConnection).
+(ControllerChannel, over refka.client.connection's BrokerConnection).
 """
 
 from . import admin, znodes
 from .channel import BrokerGoneError, ControllerChannel, request_controlled_shutdown
 from .controller import Controller, ControllerConfig
-from .netclient import KafkaConnection, KafkaConnectionError
 from .store import (
     BadVersionError,
     EmbeddedStore,
@@ -32,8 +31,6 @@ __all__ = [
     "ControllerConfig",
     "EmbeddedStore",
     "Endpoint",
-    "KafkaConnection",
-    "KafkaConnectionError",
     "MetadataStore",
     "NoNodeError",
     "NodeExistsError",

@@ -26,13 +26,13 @@ from typing import Any, Protocol
 
 import structlog
 
+from refka.client.connection import BrokerConnection, BrokerConnectionError
 from refka.protocol.api import Api
 from refka.protocol.messages.controlled_shutdown import ControlledShutdown
 from refka.protocol.messages.leader_and_isr import LeaderAndIsr
 from refka.protocol.messages.stop_replica import StopReplica
 from refka.protocol.messages.update_metadata import UpdateMetadata
 
-from .netclient import KafkaConnection, KafkaConnectionError
 from .znodes import BrokerInfo
 
 log = structlog.get_logger("refka.controller.channel")
@@ -78,7 +78,7 @@ class _BrokerSender:
         self.info = info
         self.queue: deque[_Item] = deque()
         self.wakeup = asyncio.Event()
-        self.conn: KafkaConnection | None = None
+        self.conn: BrokerConnection | None = None
         self.versions: dict[int, tuple[int, int]] = {}
         self.task = asyncio.get_running_loop().create_task(self._run())
 
@@ -86,22 +86,18 @@ class _BrokerSender:
         self.queue.append(item)
         self.wakeup.set()
 
-    async def _connection(self) -> KafkaConnection:
+    async def _connection(self) -> BrokerConnection:
         if self.conn is not None and not self.conn.closed:
             return self.conn
         ep = self.info.endpoint(self.channel.listener)
-        conn = KafkaConnection(
+        conn = BrokerConnection(
             ep.host,
             ep.port,
             client_id=f"refka-controller-{self.channel.controller_id}",
             request_timeout=self.channel.request_timeout,
         )
         await conn.connect()
-        try:
-            self.versions = await conn.api_versions()
-        except KafkaConnectionError:
-            await conn.close()
-            raise
+        self.versions = conn.versions
         self.conn = conn
         log.debug("controller_channel_connected", broker=self.info.broker_id, host=ep.host, port=ep.port)
         return conn
@@ -144,7 +140,7 @@ class _BrokerSender:
                     item.future.set_exception(e)
                 continue
             except Exception as e:
-                if not isinstance(e, (KafkaConnectionError, OSError)):
+                if not isinstance(e, (BrokerConnectionError, OSError)):
                     # Our bug (an unencodable request, say): drop it rather than block the queue.
                     log.exception("controller_request_failed", broker=self.info.broker_id, api=item.api.name)
                     self.queue.popleft()
@@ -264,11 +260,10 @@ async def request_controlled_shutdown(
 ) -> tuple[int, list[tuple[str, int]]]:
     """A broker's ControlledShutdown call to the controller at host:port:
     (error code, partitions it still leads)."""
-    conn = KafkaConnection(host, port, client_id=f"refka-broker-{broker_id}", request_timeout=timeout)
+    conn = BrokerConnection(host, port, client_id=f"refka-broker-{broker_id}", request_timeout=timeout)
     await conn.connect()
     try:
-        versions = await conn.api_versions()
-        theirs = versions.get(ControlledShutdown.key, (0, ControlledShutdown.max_version))
+        theirs = conn.versions.get(ControlledShutdown.key, (0, ControlledShutdown.max_version))
         version = min(ControlledShutdown.max_version, theirs[1])
         req = ControlledShutdown.Request(broker_id=broker_id, broker_epoch=broker_epoch)
         resp = await conn.request(ControlledShutdown, req, version)

@@ -29,7 +29,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
-from refka.controller.netclient import KafkaConnection, KafkaConnectionError
+from refka.client.connection import BrokerConnection, BrokerConnectionError
 from refka.protocol import ErrorCode
 from refka.protocol.messages.fetch import Fetch
 
@@ -78,7 +78,7 @@ class ReplicaFetcher:
         self.backoff = cfg["replica.fetch.backoff.ms"] / 1000
         self.partition_max_bytes = cfg["replica.fetch.max.bytes"]
         self.max_bytes = cfg["replica.fetch.response.max.bytes"]
-        self._conn: KafkaConnection | None = None
+        self._conn: BrokerConnection | None = None
         self._version = MIN_VERSION
         self.task = self.broker.spawn(self._run())
 
@@ -109,7 +109,7 @@ class ReplicaFetcher:
                 try:
                     resp = await conn.request(Fetch, req, self._version,
                                               timeout=self.wait_ms / 1000 + 30.0)
-                except KafkaConnectionError as e:
+                except BrokerConnectionError as e:
                     log.info("replica_fetch_failed", broker=self.broker.node_id, leader=self.leader_id,
                              error=str(e))
                     await self._drop_connection()
@@ -149,22 +149,20 @@ class ReplicaFetcher:
         except TimeoutError:
             pass
 
-    async def _connection(self) -> KafkaConnection | None:
+    async def _connection(self) -> BrokerConnection | None:
         if self._conn is not None and not self._conn.closed:
             return self._conn
         ep = self.manager.endpoint(self.leader_id)
         if ep is None:
             return None
-        conn = KafkaConnection(ep[0], ep[1], client_id=f"refka-replica-fetcher-{self.broker.node_id}")
+        conn = BrokerConnection(ep[0], ep[1], client_id=f"refka-replica-fetcher-{self.broker.node_id}")
         try:
             await conn.connect()
-            versions = await conn.api_versions()
-        except KafkaConnectionError as e:
+        except BrokerConnectionError as e:
             log.info("replica_fetcher_connect_failed", broker=self.broker.node_id, leader=self.leader_id,
                      error=str(e))
-            await conn.close()
             return None
-        lo, hi = versions.get(Fetch.key, (0, -1))
+        lo, hi = conn.versions.get(Fetch.key, (0, -1))
         if hi < MIN_VERSION:
             log.warning("replica_fetcher_no_common_version", leader=self.leader_id, max_version=hi)
             await conn.close()
