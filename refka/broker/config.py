@@ -55,6 +55,7 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "replica.fetch.wait.max.ms": (int, 500),
     "replica.fetch.backoff.ms": (int, 1000),
     "replica.fetch.response.max.bytes": (int, 10485760),
+    "replica.high.watermark.checkpoint.interval.ms": (int, 5000),
     "offsets.topic.num.partitions": (int, 50),
     "offsets.topic.replication.factor": (int, 1),
     "offsets.retention.minutes": (int, 10080),

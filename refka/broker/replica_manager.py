@@ -59,14 +59,16 @@ class Partition:
     )
 
     def __init__(self, topic: str, index: int, topic_id: bytes, plog: PartitionLog,
-                 state: PartitionState, broker_id: int) -> None:
+                 state: PartitionState, broker_id: int, high_watermark: int | None = None) -> None:
         self.topic = topic
         self.index = index
         self.topic_id = topic_id
         self.log = plog
         self.state = state
         self.broker_id = broker_id
-        self.high_watermark = plog.log_end_offset
+        # Kafka's rule: the checkpointed high watermark, else the log start offset, within the log.
+        hw = plog.log_start_offset if high_watermark is None else high_watermark
+        self.high_watermark = min(max(hw, plog.log_start_offset), plog.log_end_offset)
         self._waiters: list[asyncio.Future[None]] = []
         self.undeleted_partition_count = -1
         self.followers: dict[int, FollowerState] = {}  # as leader: what each follower's fetches said
@@ -172,6 +174,10 @@ class ReplicaManager:
         self.logs = logs
         self.partitions: dict[tuple[str, int], Partition] = {}
         self.replication = ReplicationManager(broker, self)
+        # replication-offset-checkpoint as found at start-up: a partition's high watermark
+        # starts there (not at its log end: records a leader had not yet committed must not
+        # become readable before the ISR has them).
+        self._checkpointed_hw = logs.read_high_watermarks()
 
     def get(self, topic: str, partition: int) -> Partition | None:
         return self.partitions.get((topic, partition))
@@ -191,7 +197,8 @@ class ReplicaManager:
             cfg = self.log_config(topic)
             plog = self.logs.get_or_create(topic, index, cfg)
             plog.update_config(cfg)  # a log loaded at start-up got the broker defaults
-            p = Partition(topic, index, topic_id, plog, state, self.broker.node_id)
+            p = Partition(topic, index, topic_id, plog, state, self.broker.node_id,
+                          self._checkpointed_hw.get(key))
             self.partitions[key] = p
             log.info("partition_created", topic=topic, partition=index, leader=state.leader,
                      leader_epoch=state.leader_epoch, log_end_offset=plog.log_end_offset)
@@ -242,6 +249,25 @@ class ReplicaManager:
         p = self.partitions.get((topic, partition))
         return p.high_watermark if p is not None else None
 
+    def high_watermarks(self) -> dict[tuple[str, int], int]:
+        """What replication-offset-checkpoint holds: every served partition's high
+        watermark, and the start-up values of logs on disk not (yet) served here."""
+        out = {key: hw for key, hw in self._checkpointed_hw.items() if key in self.logs}
+        out.update((key, p.high_watermark) for key, p in self.partitions.items())
+        return out
+
+    async def checkpoint_loop(self, interval_ms: int) -> None:
+        """replica.high.watermark.checkpoint.interval.ms: the high watermarks to disk, off the loop."""
+        if self.logs.memory:
+            return
+        last: dict[tuple[str, int], int] | None = None
+        while True:
+            await asyncio.sleep(interval_ms / 1000)
+            hws = self.high_watermarks()
+            if hws != last:
+                await asyncio.to_thread(self.logs.write_high_watermarks, hws)
+                last = hws
+
     async def retention_loop(self, interval_ms: int) -> None:
         """Retention by time and size, off the event loop (file deletion can be slow)."""
         while True:
@@ -272,4 +298,5 @@ class ReplicaManager:
         self.replication.close()
         for p in self.partitions.values():
             p._wake()
+        self.logs.write_high_watermarks(self.high_watermarks(), fsync=True)
         self.logs.close()

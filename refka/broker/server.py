@@ -69,6 +69,7 @@ class Cluster:
         b.controller_side = side
         await side.start()
         b.spawn(b.replicas.retention_loop(cfg["log.retention.check.interval.ms"]))
+        b.spawn(b.replicas.checkpoint_loop(cfg["replica.high.watermark.checkpoint.interval.ms"]))
         if cfg["log.cleaner.enable"]:
             b.spawn(b.replicas.cleaner_loop(cfg["log.cleaner.backoff.ms"]))
         self.brokers.append(b)

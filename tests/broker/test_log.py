@@ -805,3 +805,28 @@ def test_segment_header_scan_stops_at_the_data(open_log):
     log = open_log()
     fill(log, 7)
     assert [h.base_offset for h in log._segments[-1].iter_headers()] == list(range(7))
+
+
+def test_high_watermark_checkpoint_per_log_dir(tmp_path):
+    # Kafka's replication-offset-checkpoint: "0", a count, "topic partition offset" lines,
+    # one file per log dir holding the entries of the partitions that live there.
+    from refka.broker.log.manager import HIGH_WATERMARK_FILE, LogManager
+
+    dirs = [tmp_path / "a", tmp_path / "b"]
+    m = LogManager(dirs)
+    for tp in [("t", 0), ("t", 1), ("my-topic", 3)]:
+        m.get_or_create(*tp)
+    m.write_high_watermarks({("t", 0): 5, ("t", 1): 7, ("my-topic", 3): 0, ("gone", 0): 9})
+    texts = sorted((d / HIGH_WATERMARK_FILE).read_text() for d in dirs)
+    assert sum(len(t.splitlines()) - 2 for t in texts) == 3
+    assert all(t.startswith("0\n") for t in texts)
+    m.close()
+    again = LogManager(dirs)
+    assert again.read_high_watermarks() == {("t", 0): 5, ("t", 1): 7, ("my-topic", 3): 0}
+    again.close()
+    # A torn or foreign file is ignored (high watermarks then start at the log start).
+    (dirs[0] / HIGH_WATERMARK_FILE).write_text("0\n3\nt 0 5\n")
+    third = LogManager(dirs)
+    assert set(third.read_high_watermarks()) <= {("t", 0), ("t", 1), ("my-topic", 3)}
+    assert len(third.read_high_watermarks()) < 3
+    third.close()

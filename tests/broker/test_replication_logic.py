@@ -170,3 +170,32 @@ def test_truncation_never_goes_past_the_followers_log_end(memory_log):
         follower.append(batch(v), 0)
     assert truncation_offset(follower, 0, 10) == 3
     assert truncation_offset(follower, 5, 2) == 2  # an epoch we never had: the leader's end
+
+
+# -- the high watermark across a restart (replication-offset-checkpoint) --------------------------
+
+
+async def test_a_restarted_leader_exposes_only_what_was_committed(memory_log):
+    # The log holds 0..9, but only 0..5 were committed (the checkpointed high watermark).
+    plog = memory_log()
+    for v in range(10):
+        plog.append(batch(v), 0, None)
+    state = PartitionState(leader=1, leader_epoch=1, isr=[1, 2, 3], replicas=[1, 2, 3], zk_version=0)
+    p = Partition("t", 0, b"\x01" * 16, plog, state, broker_id=1, high_watermark=6)
+    p.become_leader(T0)
+    assert p.high_watermark == 6
+    # Consumers read only below it until the ISR has the rest.
+    assert p.read(0, 1 << 20, True).next_offset == 6
+    p.on_follower_fetch(2, 10, T0 + 1)
+    p.on_follower_fetch(3, 8, T0 + 1)
+    assert p.high_watermark == 8
+    assert p.read(0, 1 << 20, True).next_offset == 8
+
+
+def test_a_partition_without_a_checkpoint_starts_at_the_log_start(memory_log):
+    plog = memory_log()
+    plog.append(batch(*range(4)), 0, None)
+    state = PartitionState(leader=2, leader_epoch=0, isr=[1, 2], replicas=[1, 2], zk_version=0)
+    assert Partition("t", 0, b"\x01" * 16, plog, state, broker_id=1).high_watermark == 0
+    # A checkpoint beyond the data (the tail was lost) is clamped to the log end.
+    assert Partition("t", 0, b"\x01" * 16, plog, state, broker_id=1, high_watermark=99).high_watermark == 4

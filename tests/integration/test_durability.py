@@ -393,6 +393,11 @@ def test_sigterm_is_a_clean_shutdown_and_everything_survives(tmp_path):
     assert "[error" not in stop_log and "Traceback" not in stop_log
     for p in range(2):
         assert (data / "broker-0" / f"{topic}-{p}" / ".clean_shutdown").exists()
+    # The high watermarks, in Kafka's replication-offset-checkpoint: everything acknowledged.
+    lines = (data / "broker-0" / "replication-offset-checkpoint").read_text().splitlines()
+    assert lines[0] == "0" and int(lines[1]) == len(lines) - 2
+    hws = {(t, int(p)): int(o) for t, p, o in (line.split() for line in lines[2:])}
+    assert {p: hws[(topic, p)] for p in range(2)} == {p: len(acked[p]) for p in range(2)}
 
     mark = log_size(b)
     b2 = start_broker(data, port=b.port, what="after SIGTERM")

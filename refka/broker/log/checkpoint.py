@@ -9,7 +9,7 @@ loss and is called from the (off-loop) flush paths.
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 VERSION = 0
@@ -19,7 +19,7 @@ class CheckpointError(ValueError):
     """A checkpoint file that does not parse."""
 
 
-def write(path: Path, entries: Sequence[Sequence[int]], fsync: bool = False) -> None:
+def write(path: Path, entries: Sequence[Sequence[int | str]], fsync: bool = False) -> None:
     lines = [str(VERSION), str(len(entries))]
     lines.extend(" ".join(str(v) for v in entry) for entry in entries)
     write_atomically(path, ("\n".join(lines) + "\n").encode("ascii"), fsync)
@@ -64,6 +64,38 @@ def read(path: Path, fields: int) -> list[tuple[int, ...]] | None:
         if isinstance(exc, CheckpointError):
             raise
         raise CheckpointError(f"{path}: {exc}") from exc
+
+
+def read_partition_offsets(path: Path) -> dict[tuple[str, int], int] | None:
+    """A ``topic partition offset`` checkpoint (Kafka's replication-offset-checkpoint),
+    or None if the file does not exist."""
+    try:
+        text = path.read_text("ascii")
+    except FileNotFoundError:
+        return None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise CheckpointError(f"{path}: {exc}") from exc
+    lines = text.splitlines()
+    try:
+        if len(lines) < 2 or int(lines[0]) != VERSION:
+            raise CheckpointError(f"{path}: unknown version or missing count")
+        if int(lines[1]) != len(lines) - 2:
+            raise CheckpointError(f"{path}: expected {lines[1]} entries, found {len(lines) - 2}")
+        out: dict[tuple[str, int], int] = {}
+        for line in lines[2:]:
+            parts = line.split()
+            if len(parts) != 3:
+                raise CheckpointError(f"{path}: bad entry {line!r}")
+            out[(parts[0], int(parts[1]))] = int(parts[2])
+        return out
+    except ValueError as exc:
+        if isinstance(exc, CheckpointError):
+            raise
+        raise CheckpointError(f"{path}: {exc}") from exc
+
+
+def write_partition_offsets(path: Path, offsets: Mapping[tuple[str, int], int], fsync: bool = False) -> None:
+    write(path, [(topic, partition, offset) for (topic, partition), offset in sorted(offsets.items())], fsync)
 
 
 def sync(path: Path) -> None:

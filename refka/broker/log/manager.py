@@ -17,6 +17,10 @@ with the loop:
 - ``flush_pass(now_ms)`` fsyncs logs due under flush.ms and segments rolled since
   the last pass; fsync never holds a log's lock.
 
+- ``write_high_watermarks(hws)`` writes each log dir's replication-offset-checkpoint
+  from a dict the loop built (serialised by a lock; the clean-shutdown write may
+  overlap a periodic one).
+
 At most one retention pass runs at a time (a second concurrent call returns at
 once). ``high_watermark`` is read from the calling thread: give a function that
 only reads (a dict lookup) so it is safe off the loop.
@@ -28,12 +32,13 @@ import os
 import shutil
 import threading
 import uuid
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
 import structlog
 
+from . import checkpoint
 from .config import LogConfig
 from .log import Clock, PartitionLog, wall_clock_ms
 from .segment import LogSegment
@@ -41,6 +46,7 @@ from .segment import LogSegment
 _log = structlog.get_logger("refka.log")
 
 DELETE_DIR_SUFFIX = "-delete"
+HIGH_WATERMARK_FILE = "replication-offset-checkpoint"  # Kafka's name, per log dir
 
 TopicPartition = tuple[str, int]
 
@@ -92,6 +98,7 @@ class LogManager:
         self._trash_lock = threading.Lock()
         self._trash: list[tuple[int, LogSegment | Path]] = []
         self._retention_running = threading.Lock()
+        self._hw_lock = threading.Lock()
         for log_dir in self.log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
             self._load_dir(log_dir, config_for)
@@ -226,6 +233,38 @@ class LogManager:
                 item.delete_files()
                 files += 1
         return files, dirs
+
+    def read_high_watermarks(self) -> dict[TopicPartition, int]:
+        """The high watermarks checkpointed in every log dir, for the logs found there.
+        A checkpoint that does not parse is logged and ignored: the high watermarks
+        then start at each log's start offset and catch up (safe, only slower)."""
+        out: dict[TopicPartition, int] = {}
+        for log_dir in self.log_dirs:
+            path = log_dir / HIGH_WATERMARK_FILE
+            try:
+                entries = checkpoint.read_partition_offsets(path) or {}
+            except checkpoint.CheckpointError as exc:
+                _log.warning("high_watermark_checkpoint_unreadable", path=str(path), error=str(exc))
+                continue
+            out.update((tp, hw) for tp, hw in entries.items() if self._dir_of.get(tp) == log_dir)
+        return out
+
+    def write_high_watermarks(self, hws: Mapping[TopicPartition, int], fsync: bool = False) -> None:
+        """Writes each log dir's replication-offset-checkpoint: the entries of ``hws``
+        whose log lives in that dir (a log dir without partitions gets an empty one)."""
+        if self.memory:
+            return
+        by_dir: dict[Path, dict[TopicPartition, int]] = {d: {} for d in self.log_dirs}
+        for tp, hw in hws.items():
+            d = self._dir_of.get(tp)
+            if d is not None:
+                by_dir[d][tp] = hw
+        with self._hw_lock:
+            for d, entries in by_dir.items():
+                try:
+                    checkpoint.write_partition_offsets(d / HIGH_WATERMARK_FILE, entries, fsync)
+                except OSError as exc:
+                    _log.error("high_watermark_checkpoint_failed", dir=str(d), error=str(exc))
 
     def flush_pass(self, now_ms: int | None = None) -> int:
         """fsync what flush.ms and rolled segments call for; returns logs flushed."""
