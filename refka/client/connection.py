@@ -150,6 +150,7 @@ class BrokerConnection:
                 fut: asyncio.Future[Any] | None = None
                 if expect_response:
                     fut = asyncio.get_running_loop().create_future()
+                    fut.add_done_callback(_retrieved)  # a cancelled caller leaves no "never retrieved"
                     self._pending[cid] = (fut, api, v)
                 self._transport.writelines(chunks)
                 if fut is None:
@@ -190,6 +191,11 @@ class BrokerConnection:
 
     async def close(self) -> None:
         self._fail(BrokerConnectionError(f"connection to {self.host}:{self.port} closed"))
+
+
+def _retrieved(fut: asyncio.Future[Any]) -> None:
+    if not fut.cancelled():
+        fut.exception()
 
 
 async def connect(bootstrap: str, client_id: str = "refka") -> BrokerConnection:

@@ -1,5 +1,29 @@
 """A follower's fetcher: one asyncio task per leader broker (Kafka's ReplicaFetcherThread).
 
+A follower's log can hold records its new leader never had (it led before and
+took writes nobody fetched, then failed). It is cut back to where both logs
+agree in two ways, as in Kafka's AbstractFetcherThread:
+
+- Truncating state (KIP-101/KIP-279): every partition given to ``add`` (each
+  time this broker becomes its follower, a restart included) starts
+  truncating. Before it is fetched, one OffsetsForLeaderEpoch (v3-v4, the
+  highest both sides serve, replica_id = this broker) goes to the leader for
+  all truncating partitions, each with the current leader epoch (fencing) and
+  the epoch of its last local batch. Per partition of the answer:
+  end offset UNDEFINED -> truncate to our own high watermark; no leader epoch
+  in the answer (-1) -> to min(leader's end offset, our log end offset);
+  otherwise ``truncation_offset`` (the leader's end offset for that epoch, or
+  ours for the largest epoch not above it, if smaller). The partition then
+  fetches. A log without epochs (empty) needs no round trip. Retriable
+  errors keep it truncating for replica.fetch.backoff.ms; a leader that does
+  not serve v3+ is fetched without this step (logged once).
+- Fetch's diverging_epoch (KIP-595, below) catches any older divergence, and
+  all of it when the leader cannot answer OffsetsForLeaderEpoch.
+
+Both log ``follower_truncated`` with ``via`` = ``offsets_for_leader_epoch`` or
+``diverging_epoch`` (the former only when it cut something; an answer that
+agrees with our log is logged at debug level).
+
 Each fetcher sends Fetch (v12-v15, the highest both sides serve) to its leader
 for every partition this broker follows there, with this broker's id as
 replica_id (v12-14) or replica_state (v15, KIP-903, with the broker epoch),
@@ -18,9 +42,10 @@ batch as last_fetched_epoch. Per partition of the answer:
 - NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, unknown partition:
   that partition waits replica.fetch.backoff.ms (a LeaderAndIsr is on its way).
 
-A connection failure backs off replica.fetch.backoff.ms and reconnects. The
-answer for a partition whose leader, epoch or log end offset changed while the
-request was out is dropped (it was for another state).
+A connection failure (Fetch or OffsetsForLeaderEpoch) backs off
+replica.fetch.backoff.ms and reconnects. The answer for a partition whose
+leader, epoch or log end offset changed while the request was out is dropped
+(it was for another state).
 """
 
 from __future__ import annotations
@@ -32,6 +57,7 @@ from typing import TYPE_CHECKING, Any
 from refka.client.connection import BrokerConnection, BrokerConnectionError
 from refka.protocol import ErrorCode
 from refka.protocol.messages.fetch import Fetch
+from refka.protocol.messages.offsets_for_leader_epoch import OffsetForLeaderEpoch
 
 from ..log.errors import UnexpectedAppendOffsetError
 from ..logging import get_logger
@@ -46,6 +72,12 @@ Req = Fetch.Request
 FTopic = Req.FetchTopic
 FPart = FTopic.FetchPartition
 MIN_VERSION, MAX_VERSION = 12, 15
+# OffsetsForLeaderEpoch: v3 is the first to say which replica asks (KIP-392).
+OFLE_MIN_VERSION, OFLE_MAX_VERSION = 3, 4
+OReq = OffsetForLeaderEpoch.Request
+OTopic = OReq.OffsetForLeaderTopic
+OPart = OTopic.OffsetForLeaderPartition
+UNDEFINED_EPOCH = -1
 RETRY_ERRORS = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.KAFKA_STORAGE_ERROR,
@@ -63,6 +95,21 @@ def truncation_offset(plog: Any, diverging_epoch: int, leader_end_offset: int) -
     return max(min(target, plog.log_end_offset), 0)
 
 
+def epoch_end_truncation_offset(plog: Any, high_watermark: int, leader_epoch: int, end_offset: int) -> int:
+    """Where a truncating follower cuts its log, given the leader's OffsetsForLeaderEpoch
+    answer (error NONE) for the epoch of its last batch (Kafka's
+    AbstractFetcherThread.getOffsetTruncationState): an UNDEFINED end offset (the
+    leader has no epoch that old) -> our high watermark; no epoch in the answer
+    -> min(leader's end offset, our log end offset); otherwise
+    ``truncation_offset``. Never above our log end offset nor below 0."""
+    leo = plog.log_end_offset
+    if end_offset < 0:
+        return max(min(high_watermark, leo), 0)
+    if leader_epoch == UNDEFINED_EPOCH:
+        return max(min(end_offset, leo), 0)
+    return truncation_offset(plog, leader_epoch, end_offset)
+
+
 class ReplicaFetcher:
     """Fetches, from broker ``leader_id``, every partition this broker follows there."""
 
@@ -72,6 +119,10 @@ class ReplicaFetcher:
         self.leader_id = leader_id
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._delayed: dict[tuple[str, int], float] = {}  # partition -> monotonic time to retry at
+        # Partitions to truncate (OffsetsForLeaderEpoch) before their first fetch.
+        self._truncating: set[tuple[str, int]] = set()
+        self._ofle_version: int | None = None  # None: the leader serves no v3+
+        self._ofle_unsupported_logged = False
         self._changed = asyncio.Event()
         cfg = self.broker.config
         self.wait_ms = cfg["replica.fetch.wait.max.ms"]
@@ -83,13 +134,16 @@ class ReplicaFetcher:
         self.task = self.broker.spawn(self._run())
 
     def add(self, p: Partition) -> None:
-        self.partitions[(p.topic, p.index)] = p
-        self._delayed.pop((p.topic, p.index), None)
+        key = (p.topic, p.index)
+        self.partitions[key] = p
+        self._delayed.pop(key, None)
+        self._truncating.add(key)
         self._changed.set()
 
     def remove(self, key: tuple[str, int]) -> None:
         self.partitions.pop(key, None)
         self._delayed.pop(key, None)
+        self._truncating.discard(key)
 
     def stop(self) -> None:
         self.task.cancel()
@@ -105,6 +159,16 @@ class ReplicaFetcher:
                 if conn is None:
                     await asyncio.sleep(self.backoff)
                     continue
+                truncating = self._truncating_partitions(ready)
+                if truncating:
+                    try:
+                        await self._truncate(conn, truncating)
+                    except BrokerConnectionError as e:
+                        log.info("replica_epoch_request_failed", broker=self.broker.node_id,
+                                 leader=self.leader_id, error=str(e))
+                        await self._drop_connection()
+                        await asyncio.sleep(self.backoff)
+                    continue  # the partitions done truncating fetch on the next round
                 req, sent = self._request(ready)
                 try:
                     resp = await conn.request(Fetch, req, self._version,
@@ -168,6 +232,9 @@ class ReplicaFetcher:
             await conn.close()
             return None
         self._version = min(hi, MAX_VERSION)
+        lo, hi = conn.versions.get(OffsetForLeaderEpoch.key, (0, -1))
+        v = min(hi, OFLE_MAX_VERSION)
+        self._ofle_version = v if v >= max(lo, OFLE_MIN_VERSION) else None
         self._conn = conn
         return conn
 
@@ -175,6 +242,98 @@ class ReplicaFetcher:
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.close()
+
+    # -- the Truncating state (OffsetsForLeaderEpoch)
+
+    def _truncating_partitions(self, ready: list[Partition]) -> list[Partition]:
+        """The ready partitions that still need an OffsetsForLeaderEpoch round trip.
+        Those with no epoch in their log, and all of them when the leader cannot
+        answer v3+, leave the truncating set at once."""
+        out = []
+        for p in ready:
+            key = (p.topic, p.index)
+            if key not in self._truncating:
+                continue
+            if p.log.latest_epoch() < 0:
+                self._truncating.discard(key)
+            elif self._ofle_version is None:
+                if not self._ofle_unsupported_logged:
+                    self._ofle_unsupported_logged = True
+                    log.warning("replica_fetcher_no_offsets_for_leader_epoch", broker=self.broker.node_id,
+                                leader=self.leader_id,
+                                versions=self._conn.versions.get(OffsetForLeaderEpoch.key) if self._conn else None)
+                self._truncating.discard(key)
+            else:
+                out.append(p)
+        return out
+
+    def _epoch_request(self, parts: list[Partition]) -> tuple[Any, dict[tuple[str, int], tuple[Partition, int, int]]]:
+        by_topic: dict[str, list[Any]] = {}
+        sent: dict[tuple[str, int], tuple[Partition, int, int]] = {}
+        for p in parts:
+            by_topic.setdefault(p.topic, []).append(OPart(
+                partition=p.index,
+                current_leader_epoch=p.state.leader_epoch,
+                leader_epoch=p.log.latest_epoch(),
+            ))
+            sent[(p.topic, p.index)] = (p, p.state.leader_epoch, p.log.log_end_offset)
+        req = OReq(replica_id=self.broker.node_id,
+                   topics=[OTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
+        return req, sent
+
+    async def _truncate(self, conn: BrokerConnection, parts: list[Partition]) -> None:
+        """One OffsetsForLeaderEpoch for ``parts``; each answered partition truncates
+        and leaves the truncating set, or waits replica.fetch.backoff.ms."""
+        assert self._ofle_version is not None
+        req, sent = self._epoch_request(parts)
+        resp = await conn.request(OffsetForLeaderEpoch, req, self._ofle_version, timeout=30.0)
+        answered: set[tuple[str, int]] = set()
+        for t in resp.topics:
+            for ep in t.partitions:
+                key = (t.topic, ep.partition)
+                entry = sent.get(key)
+                if entry is None:
+                    continue
+                answered.add(key)
+                p, epoch, leo = entry
+                if (self.partitions.get(key) is not p or key not in self._truncating
+                        or p.state.leader != self.leader_id or p.state.leader_epoch != epoch
+                        or p.log.log_end_offset != leo):
+                    continue  # the partition moved on while the request was out
+                try:
+                    self._handle_epoch_end(p, ep)
+                except Exception as e:  # one bad partition must not stop the others
+                    log.warning("replica_epoch_partition_failed", topic=p.topic, partition=p.index,
+                                error=repr(e))
+                    self._delayed[key] = time.monotonic() + self.backoff
+        for key in sent.keys() - answered:  # not in the answer: ask again after a pause
+            self._delayed[key] = time.monotonic() + self.backoff
+
+    def _handle_epoch_end(self, p: Partition, ep: Any) -> None:
+        key = (p.topic, p.index)
+        err = ep.error_code
+        if err != ErrorCode.NONE:
+            if err not in RETRY_ERRORS:
+                log.warning("replica_epoch_partition_error", topic=p.topic, partition=p.index,
+                            error=ErrorCode(err).name)
+            self._delayed[key] = time.monotonic() + self.backoff
+            return
+        plog = p.log
+        before = plog.log_end_offset
+        target = epoch_end_truncation_offset(plog, p.high_watermark, ep.leader_epoch, ep.end_offset)
+        leo = plog.truncate_to(target)
+        if p.high_watermark > leo:
+            p.high_watermark = leo
+        self._truncating.discard(key)
+        fields = dict(broker=self.broker.node_id, topic=p.topic, partition=p.index,
+                      via="offsets_for_leader_epoch", leader_epoch=ep.leader_epoch,
+                      leader_end_offset=ep.end_offset, log_end_offset_before=before, log_end_offset=leo)
+        if leo < before:
+            log.info("follower_truncated", **fields)
+        else:  # the logs agree: nothing to cut
+            log.debug("follower_truncation_not_needed", **fields)
+
+    # -- fetching
 
     def _request(self, parts: list[Partition]) -> tuple[Any, dict[Any, tuple[Partition, int, int]]]:
         v = self._version
@@ -232,10 +391,11 @@ class ReplicaFetcher:
         if err == ErrorCode.NONE:
             div = pd.diverging_epoch
             if div is not None and div.end_offset >= 0:
+                before = plog.log_end_offset
                 leo = plog.truncate_to(truncation_offset(plog, div.epoch, div.end_offset))
                 log.info("follower_truncated", broker=self.broker.node_id, topic=p.topic, partition=p.index,
-                         diverging_epoch=div.epoch, leader_end_offset=div.end_offset,
-                         log_end_offset=leo)
+                         via="diverging_epoch", leader_epoch=div.epoch, leader_end_offset=div.end_offset,
+                         log_end_offset_before=before, log_end_offset=leo)
                 p.follower_high_watermark(pd.high_watermark)
                 return
             records = pd.records
