@@ -1,25 +1,41 @@
-"""Helpers for multi-process clusters: a raw Kafka connection and three
-``refka serve`` processes over a private ZooKeeper (one per broker id, each
-with its own rack), so a test can stop, restart or SIGTERM one broker."""
+"""Helpers for clusters: a raw Kafka connection, three ``refka serve``
+processes over a private ZooKeeper (one per broker id, each with its own
+rack) and three brokers in this process (``InProcessCluster``), so a test can
+stop, kill, restart or SIGTERM one broker; metadata read over the wire; the
+divergent-tail set-up of the failover tests."""
 
 from __future__ import annotations
 
+import asyncio
+import signal
 import socket
 import struct
+import threading
 import time
 import uuid
+from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from confluent_kafka.admin import AdminClient, NewTopic
 
+from refka.broker.config import BrokerConfig
+from refka.broker.server import Cluster, broker_configs
+from refka.client.connection import connect
 from refka.protocol import RequestHeader, decode_response_header, encode_request_header, join
 from refka.protocol.api import Api
 from refka.protocol.messages.metadata import Metadata
-from tests.brokers import BrokerProcess
+from refka.protocol.messages.produce import Produce
+from refka.protocol.records import build_batch
+from tests.brokers import BrokerProcess, free_port_block
 from tests.zk import ZooKeeperServer
 
 TIMEOUT = 30.0
 _I32 = struct.Struct(">i")
+# Replication settings that make followers react in a fraction of a second.
+FAST = {"replica.fetch.wait.max.ms": "100", "replica.fetch.backoff.ms": "100",
+        "replica.lag.time.max.ms": "10000"}
+
 
 
 class Raw:
@@ -70,14 +86,16 @@ def metadata(port: int, *topics: str) -> Any:
 
 
 class ZkCluster:
-    """Three ``refka serve`` processes, broker ids 0-2, racks zone-0..zone-2."""
+    """``n`` (3) ``refka serve`` processes over a private ZooKeeper, broker ids
+    0..n-1, racks zone-0..; a stopped or killed one starts again on its port."""
 
-    def __init__(self, zookeeper: ZooKeeperServer, root, overrides: dict[str, str] | None = None) -> None:
+    def __init__(self, zookeeper: ZooKeeperServer, root: Path, overrides: dict[str, str] | None = None,
+                 n: int = 3) -> None:
         self.connect = f"{zookeeper.connect}/c{uuid.uuid4().hex[:8]}"
         self.procs = [
             BrokerProcess(root / f"data{i}", overrides={"broker.rack": f"zone-{i}", **(overrides or {})},
                           extra_args=["--zookeeper", self.connect, "--broker-id", str(i)])
-            for i in range(3)
+            for i in range(n)
         ]
 
     def start(self) -> ZkCluster:
@@ -89,6 +107,9 @@ class ZkCluster:
         for p in self.procs:
             p.stop()
 
+    def restart(self, node_id: int) -> None:
+        self.procs[node_id].start(timeout=60)
+
     def running(self) -> list[int]:
         return [i for i, p in enumerate(self.procs) if p.proc is not None and p.proc.poll() is None]
 
@@ -98,6 +119,9 @@ class ZkCluster:
     @property
     def bootstrap(self) -> str:
         return ",".join(self.procs[i].bootstrap for i in self.running())
+
+    def bootstrap_without(self, node_id: int) -> str:
+        return ",".join(self.procs[i].bootstrap for i in self.running() if i != node_id)
 
     def create_topic(self, topic: str, assignment: list[int] | list[list[int]]) -> None:
         """One partition per entry: a broker id (one replica) or a replica list."""
@@ -124,3 +148,156 @@ class ZkCluster:
             time.sleep(0.05)
 
 
+def create_rf3_topic(bootstrap: str, topic: str, partitions: int = 1, **config: str) -> None:
+    a = AdminClient({"bootstrap.servers": bootstrap})
+    fut = a.create_topics([NewTopic(topic, partitions, 3, config={"min.insync.replicas": "2", **config})],
+                          operation_timeout=TIMEOUT)[topic]
+    fut.result(TIMEOUT)
+
+
+def partition_metadata(bootstrap: str, topic: str) -> dict[int, Any]:
+    """partition -> Metadata v12 partition (leader_id, leader_epoch, isr_nodes), asked over the wire."""
+
+    async def go() -> dict[int, Any]:
+        conn = await connect(bootstrap, "replication-test")
+        try:
+            R = Metadata.Request
+            resp = await conn.request(Metadata, R(topics=[R.MetadataRequestTopic(name=topic)],
+                                                  allow_auto_topic_creation=False), version=12)
+        finally:
+            await conn.close()
+        (t,) = resp.topics
+        assert t.error_code == 0, t.error_code
+        return {p.partition_index: p for p in t.partitions}
+
+    result: dict[int, Any] = asyncio.run(asyncio.wait_for(go(), TIMEOUT))
+    return result
+
+
+def controller_id(bootstrap: str) -> int:
+    async def go() -> int:
+        conn = await connect(bootstrap, "replication-test")
+        try:
+            resp = await conn.request(Metadata, Metadata.Request(topics=[], allow_auto_topic_creation=False),
+                                      version=12)
+        finally:
+            await conn.close()
+        return int(resp.controller_id)
+
+    result: int = asyncio.run(asyncio.wait_for(go(), TIMEOUT))
+    return result
+
+
+def wait_until(what: str, check: Any, timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            got = check()
+        except Exception:  # a broker between states: ask again
+            got = None
+        if got:
+            return got
+        assert time.monotonic() < deadline, f"never: {what}"
+        time.sleep(0.2)
+
+
+def log_file(data_dir: Path, broker_id: int, topic: str, partition: int = 0) -> Path:
+    return data_dir / f"broker-{broker_id}" / f"{topic}-{partition}" / "00000000000000000000.log"
+
+
+def stored_batches(path: Path) -> bytes:
+    """The record batches of a segment file, without the zeroed space a running
+    broker keeps ahead of its writes (each batch: base offset, length, rest)."""
+    data = path.read_bytes()
+    pos = 0
+    while pos + 12 <= len(data):
+        length = int.from_bytes(data[pos + 8:pos + 12], "big")
+        if length <= 0 or pos + 12 + length > len(data):
+            break
+        pos += 12 + length
+    return data[:pos]
+
+
+class InProcessCluster:
+    """``refka.broker.server.Cluster`` (``n`` brokers, embedded store) on its own event
+    loop in a thread, so a test can stop and start a broker while clients run, and
+    look at broker state on the loop that owns it."""
+
+    def __init__(self, data_dir: Path, n: int = 3, overrides: dict[str, str] | None = None) -> None:
+        base = BrokerConfig.load(None, environ={}, overrides={**FAST, **(overrides or {}), "log.dirs": str(data_dir)})
+        self.configs = broker_configs(base, n, "127.0.0.1", free_port_block(n), data_dir)
+        self.cluster = Cluster(self.configs, memory=False, data_dir=data_dir)
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.thread.start()
+        self.call(self.cluster.start())
+
+    def call(self, coro: Any) -> Any:
+        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
+
+    def on_loop(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` run on the cluster's loop (broker state belongs to it)."""
+        async def go() -> Any:
+            return fn()
+        return self.call(go())
+
+    def partition(self, node_id: int, topic: str, index: int = 0) -> Any:
+        """Broker ``node_id``'s Partition object (None if it is not running or has none)."""
+        b = next((b for b in self.cluster.brokers if b.node_id == node_id), None)
+        return b.replicas.get(topic, index) if b is not None else None
+
+    def stop_broker(self, node_id: int) -> None:
+        """A failure, not a controlled shutdown."""
+        self.call(self.cluster.stop_broker(self.cluster.broker(node_id), controlled=False))
+
+    def start_broker(self, node_id: int) -> None:
+        self.call(self.cluster.start_broker(self.configs[node_id]))
+
+    @property
+    def bootstrap(self) -> str:
+        return self.cluster.bootstrap
+
+    def close(self) -> None:
+        try:
+            self.call(self.cluster.stop())
+        finally:
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(10)
+
+
+def produce_acks1(port: int, topic: str, values: list[bytes]) -> None:
+    """One acks=1 Produce of ``values`` to partition 0 of the broker at ``port``
+    (our raw client: only that broker is asked, whatever the others do)."""
+    P = Produce.Request
+    req = P(transactional_id=None, acks=1, timeout_ms=int(TIMEOUT * 1000), topic_data=[
+        P.TopicProduceData(name=topic, partition_data=[P.TopicProduceData.PartitionProduceData(
+            index=0, records=bytes(build_batch([(None, v) for v in values])))])])
+    raw = Raw(port)
+    try:
+        resp, _ = raw.call_raw(Produce, req, 9)
+    finally:
+        raw.close()
+    (p,) = resp.responses[0].partition_responses
+    assert p.error_code == 0, p.error_code
+
+
+def leave_divergent_tail_and_kill(cluster: ZkCluster, leader: int, topic: str) -> None:
+    """SIGKILL the leader after it appended records its followers never fetched.
+
+    The followers are paused (SIGSTOP) long enough for their pending fetches to
+    be answered, then the leader takes 20 acks=1 records (``acks1-<i>``) only it
+    will ever have (whatever an acks=all producer sends meanwhile is not
+    acknowledged, so retried on the next leader), and dies. The followers
+    resume; one of them leads at a new epoch and the dead broker's tail has
+    diverged from it. The pause stays far below replica.lag.time.max.ms, so the
+    followers are still in the ISR and one of them can lead."""
+    followers = [b for i, b in enumerate(cluster.procs) if i != leader]
+    for b in followers:
+        b.proc.send_signal(signal.SIGSTOP)  # type: ignore[union-attr]
+    try:
+        time.sleep(0.5)  # > replica.fetch.wait.max.ms: no fetch of theirs is still open
+        produce_acks1(cluster.port(leader), topic, [b"acks1-%d" % i for i in range(20)])
+        cluster.procs[leader].kill(signal.SIGKILL)
+    finally:
+        for b in followers:
+            b.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]

@@ -41,7 +41,6 @@ from tests.integration.confluent_helpers import (
     producer,
     unique_topic,
 )
-from tests.zk import ZooKeeperServer, zookeeper_unavailable
 
 pytestmark = pytest.mark.integration
 
@@ -289,17 +288,6 @@ def test_describe_log_dirs_versions_and_memory_mode(cluster, memory_single, vers
 
 
 # -- across processes: two brokers sharing a ZooKeeper
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory):
-    reason = zookeeper_unavailable()
-    if reason:
-        pytest.skip(reason)
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
-    server.start()
-    yield server
-    server.stop()
 
 
 def test_a_change_made_through_one_process_reaches_a_broker_in_another(zookeeper, tmp_path):

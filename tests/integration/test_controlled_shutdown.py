@@ -17,20 +17,8 @@ import uuid
 import pytest
 
 from tests.integration.cluster_helpers import ZkCluster, metadata
-from tests.zk import ZooKeeperServer, zookeeper_unavailable
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory):
-    reason = zookeeper_unavailable()
-    if reason:
-        pytest.skip(reason)
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

@@ -23,7 +23,6 @@ from refka.protocol import ErrorCode
 from refka.protocol.messages.elect_leaders import ElectLeaders
 from tests.brokers import BrokerProcess
 from tests.integration.cluster_helpers import TIMEOUT, Raw, ZkCluster, metadata
-from tests.zk import ZooKeeperServer, zookeeper_unavailable
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -148,17 +147,6 @@ def test_unknown_election_type_is_invalid_request(three):
 
 
 # -- three processes over ZooKeeper ---------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory):
-    reason = zookeeper_unavailable()
-    if reason:
-        pytest.skip(reason)
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture

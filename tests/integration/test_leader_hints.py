@@ -37,7 +37,6 @@ from refka.protocol.messages.produce import Produce
 from refka.protocol.records import build_batch
 from tests.brokers import BrokerProcess
 from tests.integration.cluster_helpers import Raw, ZkCluster
-from tests.zk import ZooKeeperServer, zookeeper_unavailable
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -123,17 +122,6 @@ def fetch_request(topic: str, topic_id: bytes, partition: int, current_leader_ep
 
 
 # -- the cluster ---------------------------------------------------------------------
-
-
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory):
-    reason = zookeeper_unavailable()
-    if reason:
-        pytest.skip(reason)
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
-    server.start()
-    yield server
-    server.stop()
 
 
 @pytest.fixture(scope="module")

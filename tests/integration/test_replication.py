@@ -12,7 +12,7 @@
   new leader from the ISR at a higher leader epoch, the producer carries on,
   and a consumer reads every acknowledged record exactly once, in order. The
   killed broker, restarted, truncates what it has beyond the new leader's
-  log (diverging epoch, KIP-595) and rejoins the ISR.
+  log (OffsetsForLeaderEpoch to the new leader) and rejoins the ISR.
 - acks=all with one live replica of three and min.insync.replicas=2 is
   refused with NOT_ENOUGH_REPLICAS.
 - A follower stalled (SIGSTOP) past replica.lag.time.max.ms leaves the ISR
@@ -26,85 +26,31 @@ no assertion is about time.
 
 from __future__ import annotations
 
-import asyncio
-import inspect
 import signal
 import threading
 import time
-import uuid
-from pathlib import Path
 from typing import Any
 
 import pytest
 from confluent_kafka import KafkaError, Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from refka.broker.config import BrokerConfig
-from refka.broker.server import Cluster, broker_configs
-from refka.client.connection import connect
-from refka.protocol.messages.metadata import Metadata
-from tests.brokers import BrokerProcess, free_port_block
+from tests.brokers import BrokerProcess
+from tests.integration.cluster_helpers import (
+    FAST,
+    InProcessCluster,
+    ZkCluster,
+    controller_id,
+    create_rf3_topic,
+    leave_divergent_tail_and_kill,
+    log_file,
+    partition_metadata,
+    stored_batches,
+    wait_until,
+)
 from tests.integration.confluent_helpers import TIMEOUT, consume_until_eof, consumer, unique_topic
-from tests.zk import ZooKeeperServer, zookeeper_unavailable
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
-
-FAST = {"replica.fetch.wait.max.ms": "100", "replica.fetch.backoff.ms": "100",
-        "replica.lag.time.max.ms": "10000"}
-
-
-def create_rf3_topic(bootstrap: str, topic: str, partitions: int = 1, **config: str) -> None:
-    a = AdminClient({"bootstrap.servers": bootstrap})
-    fut = a.create_topics([NewTopic(topic, partitions, 3, config={"min.insync.replicas": "2", **config})],
-                          operation_timeout=TIMEOUT)[topic]
-    fut.result(TIMEOUT)
-
-
-def partition_metadata(bootstrap: str, topic: str) -> dict[int, Any]:
-    """partition -> Metadata v12 partition (leader_id, leader_epoch, isr_nodes), asked over the wire."""
-
-    async def go() -> dict[int, Any]:
-        conn = await connect(bootstrap, "replication-test")
-        try:
-            R = Metadata.Request
-            resp = await conn.request(Metadata, R(topics=[R.MetadataRequestTopic(name=topic)],
-                                                  allow_auto_topic_creation=False), version=12)
-        finally:
-            await conn.close()
-        (t,) = resp.topics
-        assert t.error_code == 0, t.error_code
-        return {p.partition_index: p for p in t.partitions}
-
-    result: dict[int, Any] = asyncio.run(asyncio.wait_for(go(), TIMEOUT))
-    return result
-
-
-def controller_id(bootstrap: str) -> int:
-    async def go() -> int:
-        conn = await connect(bootstrap, "replication-test")
-        try:
-            resp = await conn.request(Metadata, Metadata.Request(topics=[], allow_auto_topic_creation=False),
-                                      version=12)
-        finally:
-            await conn.close()
-        return int(resp.controller_id)
-
-    result: int = asyncio.run(asyncio.wait_for(go(), TIMEOUT))
-    return result
-
-
-def wait_until(what: str, check: Any, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            got = check()
-        except Exception:  # a broker between states: ask again
-            got = None
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.2)
-
 
 def idempotent_producer(bootstrap: str, **conf: Any) -> Producer:
     base = {"bootstrap.servers": bootstrap, "enable.idempotence": True, "acks": "all", "linger.ms": 5,
@@ -126,23 +72,6 @@ def read_all(bootstrap: str, topic: str, partitions: int) -> dict[int, list[byte
     for m in msgs:
         out[m.partition()].append(m.value())
     return out
-
-
-def log_file(data_dir: Path, broker_id: int, topic: str, partition: int = 0) -> Path:
-    return data_dir / f"broker-{broker_id}" / f"{topic}-{partition}" / "00000000000000000000.log"
-
-
-def stored_batches(path: Path) -> bytes:
-    """The record batches of a segment file, without the zeroed space a running
-    broker keeps ahead of its writes (each batch: base offset, length, rest)."""
-    data = path.read_bytes()
-    pos = 0
-    while pos + 12 <= len(data):
-        length = int.from_bytes(data[pos + 8:pos + 12], "big")
-        if length <= 0 or pos + 12 + length > len(data):
-            break
-        pos += 12 + length
-    return data[:pos]
 
 
 # -- one process, three brokers ----------------------------------------------------------------
@@ -175,41 +104,6 @@ def test_acks_all_records_reach_every_replica_in_a_one_process_cluster(tmp_path)
         wait_until("followers' logs equal the leader's", same_logs)
         assert stored_batches(leader_log)
         assert len(partition_metadata(cluster.bootstrap, topic)[0].isr_nodes) == 3
-
-
-class InProcessCluster:
-    """``refka.broker.server.Cluster`` (three brokers, embedded store) on its own event
-    loop in a thread, so a test can stop one broker while clients run."""
-
-    def __init__(self, data_dir: Path, n: int = 3) -> None:
-        base = BrokerConfig.load(None, environ={}, overrides={**FAST, "log.dirs": str(data_dir)})
-        configs = broker_configs(base, n, "127.0.0.1", free_port_block(n), data_dir)
-        self.cluster = Cluster(configs, memory=False, data_dir=data_dir)
-        self.loop = asyncio.new_event_loop()
-        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
-        self.thread.start()
-        self.call(self.cluster.start())
-
-    def call(self, coro: Any) -> Any:
-        return asyncio.run_coroutine_threadsafe(coro, self.loop).result(60)
-
-    def stop_broker(self, node_id: int) -> None:
-        b = self.cluster.broker(node_id)
-        kwargs = {}
-        if "controlled" in inspect.signature(self.cluster.stop_broker).parameters:
-            kwargs["controlled"] = False  # a failure, not a controlled shutdown
-        self.call(self.cluster.stop_broker(b, **kwargs))
-
-    @property
-    def bootstrap(self) -> str:
-        return self.cluster.bootstrap
-
-    def close(self) -> None:
-        try:
-            self.call(self.cluster.stop())
-        finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
 
 
 def test_leader_stopped_in_a_one_process_cluster_producer_continues(tmp_path):
@@ -248,77 +142,8 @@ def test_leader_stopped_in_a_one_process_cluster_producer_continues(tmp_path):
 # -- three processes over ZooKeeper ------------------------------------------------------------
 
 
-@pytest.fixture(scope="module")
-def zookeeper(tmp_path_factory):
-    reason = zookeeper_unavailable()
-    if reason:
-        pytest.skip(reason)
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
-    server.start()
-    yield server
-    server.stop()
-
-
-def leave_divergent_tail_and_kill(cluster: ZkCluster, leader: int, topic: str) -> None:
-    """SIGKILL the leader after it appended records its followers never fetched.
-
-    The followers are paused (SIGSTOP) long enough for their pending fetches to
-    be answered, then the leader takes acks=1 records only it will ever have
-    (and whatever the acks=all producer sends meanwhile: not acknowledged, so
-    retried on the next leader), and dies. The followers resume; one of them
-    leads at a new epoch and the dead broker's tail has diverged from it."""
-    followers = [b for i, b in cluster.procs.items() if i != leader]
-    for b in followers:
-        b.proc.send_signal(signal.SIGSTOP)
-    try:
-        time.sleep(0.5)  # > replica.fetch.wait.max.ms: no fetch of theirs is still open
-        p = Producer({"bootstrap.servers": cluster.procs[leader].bootstrap, "acks": "1", "linger.ms": 0})
-        reports: list[Any] = []
-        for i in range(20):
-            p.produce(topic, b"acks1-%d" % i, partition=0, on_delivery=lambda err, msg: reports.append(err))
-        assert p.flush(TIMEOUT) == 0
-        assert reports == [None] * 20
-        cluster.procs[leader].kill(signal.SIGKILL)
-    finally:
-        for b in followers:
-            b.proc.send_signal(signal.SIGCONT)
-
-
-class ZkCluster:
-    def __init__(self, zookeeper: ZooKeeperServer, tmp_path: Path, n: int = 3, **overrides: str) -> None:
-        self.connect = f"{zookeeper.connect}/repl{uuid.uuid4().hex[:8]}"
-        self.tmp_path = tmp_path
-        self.overrides = {**FAST, **overrides}
-        self.procs = {i: self._proc(i) for i in range(n)}
-
-    def _proc(self, i: int, port: int | None = None) -> BrokerProcess:
-        return BrokerProcess(self.tmp_path / f"data{i}", overrides=self.overrides, port=port,
-                             extra_args=["--zookeeper", self.connect, "--broker-id", str(i)])
-
-    def start(self) -> ZkCluster:
-        for b in self.procs.values():
-            b.start()
-        return self
-
-    def restart(self, i: int) -> None:
-        old = self.procs[i]
-        self.procs[i] = self._proc(i, old.port)
-        self.procs[i].start(timeout=60)
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(b.bootstrap for b in self.procs.values())
-
-    def bootstrap_without(self, i: int) -> str:
-        return ",".join(b.bootstrap for j, b in self.procs.items() if j != i)
-
-    def stop(self) -> None:
-        for b in self.procs.values():
-            b.stop()
-
-
 def test_leader_killed_during_produce_loses_and_duplicates_nothing(zookeeper, tmp_path):
-    cluster = ZkCluster(zookeeper, tmp_path).start()
+    cluster = ZkCluster(zookeeper, tmp_path, FAST).start()
     try:
         topic = unique_topic("failover")
         create_rf3_topic(cluster.bootstrap, topic)
@@ -376,7 +201,9 @@ def test_leader_killed_during_produce_loses_and_duplicates_nothing(zookeeper, tm
         cluster.restart(leader)
         wait_until("the restarted broker back in the ISR",
                    lambda: leader in partition_metadata(cluster.bootstrap, topic)[0].isr_nodes)
-        assert "follower_truncated" in cluster.procs[leader].log_path.read_text()
+        # Its tail was cut after asking the new leader with OffsetsForLeaderEpoch.
+        assert any("follower_truncated" in line and "offsets_for_leader_epoch" in line
+                   for line in cluster.procs[leader].log_path.read_text().splitlines())
         extra = [b"after-restart-%d" % i for i in range(50)]
         for v in extra:
             p.produce(topic, v, partition=0, on_delivery=on_delivery)
@@ -398,14 +225,14 @@ def test_leader_killed_during_produce_loses_and_duplicates_nothing(zookeeper, tm
 
 
 def test_acks_all_with_one_live_replica_is_not_enough_replicas(zookeeper, tmp_path):
-    cluster = ZkCluster(zookeeper, tmp_path).start()
+    cluster = ZkCluster(zookeeper, tmp_path, FAST).start()
     try:
         topic = unique_topic("minisr")
         create_rf3_topic(cluster.bootstrap, topic)
         meta = wait_until("ISR of 3", lambda: (m := partition_metadata(cluster.bootstrap, topic))
                           and len(m[0].isr_nodes) == 3 and m[0])
         keep = meta.leader_id
-        for i, b in cluster.procs.items():
+        for i, b in enumerate(cluster.procs):
             if i != keep:
                 b.stop()  # clean shutdown: the controller moves them out of the ISR at once
         alone = cluster.procs[keep].bootstrap
@@ -428,12 +255,12 @@ def test_acks_all_with_one_live_replica_is_not_enough_replicas(zookeeper, tmp_pa
 
 def test_a_stalled_follower_leaves_the_isr_and_rejoins_when_it_catches_up(zookeeper, tmp_path):
     # replica.lag.time.max.ms=2000: a follower not caught up for 2 s leaves the ISR.
-    cluster = ZkCluster(zookeeper, tmp_path, **{"replica.lag.time.max.ms": "2000"}).start()
+    cluster = ZkCluster(zookeeper, tmp_path, {**FAST, "replica.lag.time.max.ms": "2000"}).start()
     try:
         # The stalled follower is not the controller (the controller propagates ISR changes).
         ctrl = controller_id(cluster.bootstrap)
-        stalled = next(i for i in cluster.procs if i != ctrl)
-        third = next(i for i in cluster.procs if i not in (ctrl, stalled))
+        stalled = next(i for i in range(3) if i != ctrl)
+        third = next(i for i in range(3) if i not in (ctrl, stalled))
         topic, strict = unique_topic("shrink"), unique_topic("minisr3")
         a = AdminClient({"bootstrap.servers": cluster.bootstrap})
         futs = a.create_topics([
