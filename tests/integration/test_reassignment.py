@@ -1,8 +1,9 @@
-"""AlterPartitionReassignments (45) and ListPartitionReassignments (46) on the wire.
+"""AlterPartitionReassignments (45) and ListPartitionReassignments (46).
 
-Neither confluent-kafka nor kafka-python has these APIs, so the requests go
-over a raw connection to the controller of a one-process, three-broker
-cluster. Completion of a reassignment that adds a replica needs that replica
+confluent-kafka's Python AdminClient (2.16) does not have these APIs:
+kafka-python's KafkaAdminClient (which finds the controller itself) drives a
+move of a partition with data, and the error cases go over a raw connection
+to the controller of a one-process, three-broker cluster. Completion of a reassignment that adds a replica needs that replica
 to catch up and join the ISR (replication); the checks read Metadata
 (replicas, leader, leader epoch) and ListPartitionReassignments, not data.
 """
@@ -148,3 +149,50 @@ def test_moving_a_replica_to_another_broker(three):
     p = wait_for(lambda: (x := partition(controller, topic)).replica_nodes == [1] and x)
     assert p.leader_id == 1 and p.leader_epoch > before.leader_epoch and list(p.isr_nodes) == [1]
     assert (topic, 0) not in ongoing(controller)
+
+
+def test_kafka_python_admin_moves_a_partition_with_its_records(three):
+    """kafka-python's alter/list_partition_reassignments: [0] -> [1, 2] for a partition
+    holding records; when done, 1 leads at a newer epoch, 2 follows, and a kafka-python
+    consumer reads every record from the new replicas."""
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+    from kafka.admin import KafkaAdminClient
+    from kafka.errors import NoReassignmentInProgressError
+
+    controller, _ = ports(three)
+    topic = create(three, [[0]])
+    tp = TopicPartition(topic, 0)
+    values = [b"r%04d" % i for i in range(2000)]
+    producer = KafkaProducer(bootstrap_servers=three.bootstrap, acks="all", linger_ms=5)
+    try:
+        for v in values:
+            producer.send(topic, value=v, partition=0)
+        producer.flush(TIMEOUT)
+    finally:
+        producer.close(10)
+    before = partition(controller, topic)
+    admin = KafkaAdminClient(bootstrap_servers=three.bootstrap, request_timeout_ms=int(TIMEOUT * 1000))
+    try:
+        assert admin.alter_partition_reassignments({tp: [1, 2]}) == {tp: None}
+        listed = admin.list_partition_reassignments([tp])
+        # Listed while the new replicas catch up ({} if they already had).
+        assert listed in ({tp: {"replicas": [1, 2, 0], "adding_replicas": [1, 2], "removing_replicas": [0]}}, {})
+        p = wait_for(lambda: (x := partition(controller, topic)).replica_nodes == [1, 2] and x)
+        assert p.leader_id == 1 and p.leader_epoch > before.leader_epoch and sorted(p.isr_nodes) == [1, 2]
+        assert admin.list_partition_reassignments([tp]) == {}
+        # Nothing in progress any more: a cancellation says so.
+        assert admin.alter_partition_reassignments({tp: None}) == {tp: NoReassignmentInProgressError}
+    finally:
+        admin.close()
+    consumer = KafkaConsumer(bootstrap_servers=three.bootstrap, group_id=None, enable_auto_commit=False)
+    try:
+        consumer.assign([tp])
+        consumer.seek_to_beginning(tp)
+        got: list[bytes] = []
+        deadline = time.monotonic() + TIMEOUT
+        while len(got) < len(values) and time.monotonic() < deadline:
+            for records in consumer.poll(timeout_ms=500).values():
+                got.extend(r.value for r in records)
+    finally:
+        consumer.close()
+    assert got == values
