@@ -50,3 +50,16 @@ def test_the_leaders_epoch_end_or_ours_if_smaller(follower):
     assert epoch_end_truncation_offset(follower, 0, 1, 25) == 17
     follower.truncate_to(epoch_end_truncation_offset(follower, 5, 0, 10))
     assert follower.log_end_offset == 10 and follower.latest_epoch() == 0
+
+
+def test_a_state_mismatch_is_asked_again_soon_then_less_often():
+    from refka.broker.replication.fetcher import STATE_MISMATCH_ERRORS, mismatch_backoff
+    from refka.protocol import ErrorCode
+
+    # The leader has not applied the LeaderAndIsr we have (or we theirs): 10 ms, then doubling
+    # up to replica.fetch.backoff.ms, never the whole second at once.
+    assert [mismatch_backoff(n, 1.0) for n in range(8)] == [0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.0]
+    assert mismatch_backoff(1000, 1.0) == 1.0
+    assert mismatch_backoff(0, 0.005) == 0.005
+    assert ErrorCode.UNKNOWN_LEADER_EPOCH in STATE_MISMATCH_ERRORS
+    assert ErrorCode.KAFKA_STORAGE_ERROR not in STATE_MISMATCH_ERRORS

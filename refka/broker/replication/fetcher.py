@@ -39,8 +39,13 @@ batch as last_fetched_epoch. Per partition of the answer:
 - OFFSET_OUT_OF_RANGE: below the leader's log start the log restarts empty
   there; otherwise the follower's log is truncated to the leader's high
   watermark (all of it committed) and fetches on;
-- NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, unknown partition:
-  that partition waits replica.fetch.backoff.ms (a LeaderAndIsr is on its way).
+- NOT_LEADER_OR_FOLLOWER, FENCED/UNKNOWN_LEADER_EPOCH, unknown partition: the
+  leader and this follower have not both applied the controller's latest
+  LeaderAndIsr yet (one is on its way): that partition is asked again after
+  10 ms, doubling per consecutive such answer up to replica.fetch.backoff.ms
+  (Kafka waits the whole back-off at once; a topic creation or leader move
+  then stalls acks=all for a second when the follower's fetch overtakes the
+  leader's LeaderAndIsr). A storage error waits replica.fetch.backoff.ms.
 
 A connection failure (Fetch or OffsetsForLeaderEpoch) backs off
 replica.fetch.backoff.ms and reconnects. The answer for a partition whose
@@ -82,6 +87,15 @@ RETRY_ERRORS = frozenset({
     ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID, ErrorCode.KAFKA_STORAGE_ERROR,
 })
+# The leader and this follower disagree on the partition's state: one of them has not yet
+# applied the controller's latest LeaderAndIsr, which is milliseconds away. Asked again
+# after 10 ms, doubling per consecutive answer up to replica.fetch.backoff.ms (Kafka waits
+# the whole back-off at once: after a leader move, acks=all would stall for a second).
+STATE_MISMATCH_ERRORS = frozenset({
+    ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.UNKNOWN_LEADER_EPOCH,
+    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.UNKNOWN_TOPIC_ID,
+})
+FIRST_MISMATCH_BACKOFF_S = 0.01
 
 
 def truncation_offset(plog: Any, diverging_epoch: int, leader_end_offset: int) -> int:
@@ -110,6 +124,11 @@ def epoch_end_truncation_offset(plog: Any, high_watermark: int, leader_epoch: in
     return truncation_offset(plog, leader_epoch, end_offset)
 
 
+def mismatch_backoff(consecutive: int, max_backoff_s: float) -> float:
+    """Seconds to wait after the ``consecutive``-th (from 0) state-mismatch answer in a row."""
+    return min(max_backoff_s, FIRST_MISMATCH_BACKOFF_S * 2 ** min(consecutive, 30))
+
+
 class ReplicaFetcher:
     """Fetches, from broker ``leader_id``, every partition this broker follows there."""
 
@@ -119,6 +138,7 @@ class ReplicaFetcher:
         self.leader_id = leader_id
         self.partitions: dict[tuple[str, int], Partition] = {}
         self._delayed: dict[tuple[str, int], float] = {}  # partition -> monotonic time to retry at
+        self._mismatches: dict[tuple[str, int], int] = {}  # partition -> consecutive state-mismatch answers
         # Partitions to truncate (OffsetsForLeaderEpoch) before their first fetch.
         self._truncating: set[tuple[str, int]] = set()
         self._ofle_version: int | None = None  # None: the leader serves no v3+
@@ -137,12 +157,14 @@ class ReplicaFetcher:
         key = (p.topic, p.index)
         self.partitions[key] = p
         self._delayed.pop(key, None)
+        self._mismatches.pop(key, None)
         self._truncating.add(key)
         self._changed.set()
 
     def remove(self, key: tuple[str, int]) -> None:
         self.partitions.pop(key, None)
         self._delayed.pop(key, None)
+        self._mismatches.pop(key, None)
         self._truncating.discard(key)
 
     def stop(self) -> None:
@@ -316,8 +338,9 @@ class ReplicaFetcher:
             if err not in RETRY_ERRORS:
                 log.warning("replica_epoch_partition_error", topic=p.topic, partition=p.index,
                             error=ErrorCode(err).name)
-            self._delayed[key] = time.monotonic() + self.backoff
+            self._back_off(key, err)
             return
+        self._mismatches.pop(key, None)
         plog = p.log
         before = plog.log_end_offset
         target = epoch_end_truncation_offset(plog, p.high_watermark, ep.leader_epoch, ep.end_offset)
@@ -384,11 +407,22 @@ class ReplicaFetcher:
                                 error=repr(e))
                     self._delayed[key] = time.monotonic() + self.backoff
 
+    def _back_off(self, key: tuple[str, int], err: int) -> None:
+        """A retriable partition error: replica.fetch.backoff.ms, or for a state mismatch
+        10 ms doubling per consecutive one up to it (STATE_MISMATCH_ERRORS)."""
+        delay = self.backoff
+        if err in STATE_MISMATCH_ERRORS:
+            n = self._mismatches.get(key, 0)
+            self._mismatches[key] = n + 1
+            delay = mismatch_backoff(n, self.backoff)
+        self._delayed[key] = time.monotonic() + delay
+
     def _handle_partition(self, p: Partition, pd: Any, fetch_offset: int) -> None:
         err = pd.error_code
         key = (p.topic, p.index)
         plog = p.log
         if err == ErrorCode.NONE:
+            self._mismatches.pop(key, None)
             div = pd.diverging_epoch
             if div is not None and div.end_offset >= 0:
                 before = plog.log_end_offset
@@ -416,7 +450,7 @@ class ReplicaFetcher:
                      leader_log_start_offset=pd.log_start_offset, leader_high_watermark=pd.high_watermark,
                      log_end_offset=plog.log_end_offset)
         elif err in RETRY_ERRORS:
-            self._delayed[key] = time.monotonic() + self.backoff
+            self._back_off(key, err)
         else:
             log.warning("replica_fetch_partition_error", topic=p.topic, partition=p.index,
                         error=ErrorCode(err).name)
