@@ -13,7 +13,9 @@ ElectLeaders PREFERRED for the 12 partitions). Reported: produce latency
 p50/p99/p99.9 before the first move and during the moves, and per partition
 and move the time from the move to the first record sent after it that was
 acknowledged (= on the new leader). Then replicated produce throughput (RF=3,
-acks=all, 3 brokers) next to one broker (RF=1, acks=all).
+acks=all, 3 brokers: in one process, and in three processes over a private
+ZooKeeper when Debian's package is installed) next to one broker (RF=1,
+acks=all).
 
 Definitions and how to read the figures: lab/bench/README.md ("failover").
 Results go to lab/bench/results/<UTC timestamp>-failover.json (or --json).
@@ -23,9 +25,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import random
 import socket
 import statistics
 import struct
+import subprocess
 import sys
 import tempfile
 import threading
@@ -42,6 +46,7 @@ from refka.protocol import RequestHeader, decode_response_header, encode_request
 from refka.protocol.api import Api
 from refka.protocol.messages.alter_partition_reassignments import AlterPartitionReassignments
 from refka.protocol.messages.metadata import Metadata
+from refka.zookeeper import ZooKeeperServer, zookeeper_unavailable
 
 PARTITIONS = 12
 REPLICAS = 3
@@ -130,9 +135,6 @@ class ClusterTarget(targets.RefkaTarget):
         """As Target.start, but on a run of ``brokers`` free ports (broker i listens on port+i) below
         the ephemeral range (where the clients' own connections could take port+1 meanwhile); a
         start that loses a port race is retried."""
-        import random
-        import subprocess
-
         last: Exception | None = None
         for _attempt in range(5):
             port = _free_run(random.randrange(20000, 30000), self.brokers)
@@ -401,9 +403,63 @@ def analyse(records: list[tuple[int, float, float | None, str | None]], moves: l
 # -- replicated throughput
 
 
+class ZooKeeperCluster:
+    """Three ``refka serve --zookeeper ... --broker-id i`` processes over a private
+    ZooKeeper (Debian's package, refka/zookeeper.py): the cluster's multi-process form."""
+
+    def __init__(self, workdir: Path, brokers: int = 3) -> None:
+        self.workdir = workdir / "zk-cluster"
+        self.brokers = brokers
+        self.zk: ZooKeeperServer | None = None
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.ports: dict[int, int] = {}
+
+    def start(self) -> str:
+        reason = zookeeper_unavailable()
+        if reason:
+            raise targets.TargetUnavailable(reason)
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        self.zk = ZooKeeperServer(self.workdir / "zookeeper")
+        self.zk.start()
+        base = _free_run(random.randrange(30000, 31000), self.brokers)
+        for i in range(self.brokers):
+            self.ports[i] = base + i
+            with open(self.workdir / f"broker-{i}.log", "ab") as log:
+                self.procs.append(subprocess.Popen(
+                    [sys.executable, "-m", "refka.cli", "serve", "--zookeeper", f"{self.zk.connect}/bench",
+                     "--broker-id", str(i), "--port", str(base + i), "--data-dir", str(self.workdir / f"data{i}")],
+                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=targets.REPO_ROOT))
+        _wait(lambda: _lists_brokers(base, self.brokers), TIMEOUT, "three registered brokers")
+        return ",".join(f"{targets.HOST}:{p}" for p in self.ports.values())
+
+    def pid(self, node_id: int) -> int:
+        return self.procs[node_id].pid
+
+    def stop(self) -> None:
+        for p in self.procs:
+            p.terminate()
+        for p in self.procs:
+            try:
+                p.wait(20)
+            except subprocess.TimeoutExpired:
+                p.kill()
+                p.wait(5)
+        if self.zk is not None:
+            self.zk.stop()
+
+
+def _lists_brokers(port: int, n: int) -> bool:
+    try:
+        md = metadata(port, None)
+    except OSError:
+        return False
+    return len(md.brokers) >= n and md.controller_id >= 0
+
+
 def throughput(workdir: Path, records: int, stamp: str) -> dict[str, Any]:
-    """1 KiB records to one partition, workload.produce's loop with acks=all: one broker (RF=1)
-    and three brokers in one process (RF=3)."""
+    """1 KiB records to one partition, workload.produce's loop with acks=all: one broker (RF=1),
+    three brokers in one process (RF=3), and three processes over ZooKeeper (RF=3; broker CPU
+    is the leader process's)."""
     out: dict[str, Any] = {}
     saved = workload.PRODUCER_CONFIG
     workload.PRODUCER_CONFIG = {**saved, "acks": "all"}
@@ -422,6 +478,21 @@ def throughput(workdir: Path, records: int, stamp: str) -> dict[str, Any]:
                 _say(f"throughput {label}: {e}")
             finally:
                 target.stop()
+        label = "3 processes, RF=3"
+        zk = ZooKeeperCluster(workdir)
+        try:
+            bootstrap = zk.start()
+            topic = f"failover-tput-zk-{stamp}"
+            _create(bootstrap, topic, [[0, 1, 2]])
+            p = workload.produce(bootstrap, topic, records, TPUT_BYTES, zk.pid(0), TIMEOUT * 4)
+            out[label] = p.as_json()
+            _say(f"throughput {label}: {p.mb_per_s:,.1f} MB/s, {p.records_per_s:,.0f} records/s")
+        except (BenchError, KafkaException, OSError, RuntimeError, workload.PhaseFailed,
+                targets.TargetUnavailable) as e:
+            out[label] = {"error": str(e)}
+            _say(f"throughput {label}: {e}")
+        finally:
+            zk.stop()
     finally:
         workload.PRODUCER_CONFIG = saved
     return out
