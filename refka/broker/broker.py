@@ -108,6 +108,22 @@ class Broker:
         self.replicas.close()
         log.info("broker_stopped", broker=self.node_id)
 
+    # -- controller requests
+
+    def fence_control_request(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
+        """LeaderAndIsr / UpdateMetadata / StopReplica: STALE_BROKER_EPOCH when addressed to an
+        earlier registration of this broker (KIP-380; -1: the sender did not say), then
+        STALE_CONTROLLER_EPOCH when from an older controller; else NONE, and the controller
+        epoch becomes the newest seen."""
+        side = self.controller_side
+        current = side.broker_epoch if side is not None else -1
+        if broker_epoch != -1 and broker_epoch < current:
+            return ErrorCode.STALE_BROKER_EPOCH
+        if controller_epoch < self.controller_epoch:
+            return ErrorCode.STALE_CONTROLLER_EPOCH
+        self.controller_epoch = controller_epoch
+        return ErrorCode.NONE
+
     # -- metadata changes
 
     def notify_metadata_changed(self) -> None:

@@ -316,7 +316,7 @@ def test_session_expiry_of_a_follower_and_rejoin(zk3, kz):
     ctl = controller_of(kz)
     victim = next(b for b in range(3) if b != ctl)
     _, stat = kz.get(f"/brokers/ids/{victim}")
-    old_owner = stat.ephemeralOwner
+    old_owner, old_czxid = stat.ephemeralOwner, stat.czxid
     pid = zk3.procs[victim].proc.pid  # type: ignore[union-attr]
 
     os.kill(pid, signal.SIGSTOP)
@@ -354,3 +354,17 @@ def test_session_expiry_of_a_follower_and_rejoin(zk3, kz):
     wait_for("the broker back in every ISR",
              lambda: all(victim in v["isr"] for v in states(kz, topic).values()), timeout=45)
     assert controller_of(kz) == ctl
+
+    # Its broker epoch is the new registration's czxid (KIP-380): a controller request
+    # addressed to the expired registration is STALE_BROKER_EPOCH; to this one, or to
+    # no epoch in particular (-1), it is accepted.
+    ctl_epoch = int(kz.get("/controller_epoch")[0])
+    for broker_epoch, want in ((old_czxid, ErrorCode.STALE_BROKER_EPOCH), (st.czxid, ErrorCode.NONE),
+                               (-1, ErrorCode.NONE)):
+        raw = Raw(zk3.port(victim))
+        try:
+            resp, _ = raw.call_raw(StopReplica, StopReplica.Request(
+                controller_id=ctl, controller_epoch=ctl_epoch, broker_epoch=broker_epoch, topic_states=[]), 3)
+        finally:
+            raw.close()
+        assert resp.error_code == want, (broker_epoch, resp)

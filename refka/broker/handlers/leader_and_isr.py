@@ -1,6 +1,9 @@
 """LeaderAndIsr (key 4), v0-v7: the controller tells a replica its role.
 
 Behavior:
+- Only to this registration of the broker: a broker_epoch (v2+) older than
+  its current one (the czxid of /brokers/ids/<id>, KIP-380) is
+  STALE_BROKER_EPOCH for the whole request; -1 is not checked.
 - Only from the controller: a controller_epoch older than the newest this
   broker has seen is STALE_CONTROLLER_EPOCH for the whole request.
 - Per partition: a leader_epoch older than the one this broker has is
@@ -57,9 +60,10 @@ def _states(req, v):
 async def handle_leader_and_isr(ctx, req):
     broker = ctx.broker
     v = ctx.api_version
-    if req.controller_epoch < broker.controller_epoch:
-        return Resp(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
-    broker.controller_epoch = req.controller_epoch
+    fenced = broker.fence_control_request(req.controller_epoch,
+                                          req.broker_epoch if ctx.api_version >= 2 else -1)
+    if fenced != ErrorCode.NONE:
+        return Resp(error_code=fenced)
     errors = []
     side = broker.controller_side
     for ll in req.live_leaders:

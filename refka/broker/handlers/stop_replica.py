@@ -1,6 +1,9 @@
 """StopReplica (key 5), v0-v4: the controller takes a partition away from this broker.
 
 Behavior:
+- Only to this registration of the broker: a broker_epoch (v1+) older than its
+  current one (the czxid of /brokers/ids/<id>, KIP-380) is STALE_BROKER_EPOCH
+  for the whole request; -1 is not checked.
 - Only from the controller (STALE_CONTROLLER_EPOCH for an older epoch).
 - Each partition stops being served here; with delete_partition its log
   directory is removed (topic deletion, reassignment away). A leader_epoch
@@ -44,9 +47,10 @@ def _partitions(req, v):
 @handles(StopReplica.key, 0, 4, inter_broker=True)
 def handle_stop_replica(ctx, req):
     broker = ctx.broker
-    if req.controller_epoch < broker.controller_epoch:
-        return Resp(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
-    broker.controller_epoch = req.controller_epoch
+    fenced = broker.fence_control_request(req.controller_epoch,
+                                          req.broker_epoch if ctx.api_version >= 1 else -1)
+    if fenced != ErrorCode.NONE:
+        return Resp(error_code=fenced)
     errors = []
     for topic, index, epoch, delete in _partitions(req, ctx.api_version):
         p = broker.replicas.get(topic, index)

@@ -1,6 +1,9 @@
 """UpdateMetadata (key 6), v0-v8: the controller's view of the cluster for the metadata cache.
 
 Behavior:
+- Only to this registration of the broker: a broker_epoch (v5+) older than
+  its current one (the czxid of /brokers/ids/<id>, KIP-380) is
+  STALE_BROKER_EPOCH for the whole request; -1 is not checked.
 - Only from the controller: a controller_epoch older than the newest this
   broker has seen is STALE_CONTROLLER_EPOCH and changes nothing.
 - live_brokers replaces the broker list. Each topic state replaces the
@@ -45,9 +48,10 @@ def _topic_states(req, v):
 def handle_update_metadata(ctx, req):
     broker = ctx.broker
     v = ctx.api_version
-    if req.controller_epoch < broker.controller_epoch:
-        return Resp(error_code=ErrorCode.STALE_CONTROLLER_EPOCH)
-    broker.controller_epoch = req.controller_epoch
+    fenced = broker.fence_control_request(req.controller_epoch,
+                                          req.broker_epoch if ctx.api_version >= 5 else -1)
+    if fenced != ErrorCode.NONE:
+        return Resp(error_code=fenced)
     cache = broker.metadata
     brokers = {}
     for b in req.live_brokers:
