@@ -458,6 +458,24 @@ def test_leader_epoch_checkpoint_persisted_and_reloaded(tmp_path):
     log.close()
 
 
+def test_leader_epoch_checkpoint_rewritten_in_place_and_a_torn_one_rebuilt(tmp_path):
+    d = tmp_path / "t-0"
+    log = PartitionLog.open(d, SMALL)
+    fill(log, 10, epoch=0)
+    fill(log, 10, epoch=3, start=10)
+    log.maybe_assign_epoch_start_offset(5, 20)  # a leader epoch that wrote nothing yet
+    assert (d / "leader-epoch-checkpoint").read_text() == "0\n3\n0 0\n3 10\n5 20\n"
+    log.truncate_to(15)  # shrinks: the file is cut to the new content
+    assert (d / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n3 10\n"
+    log.close()
+    # What a process killed between the in-place write of a shorter content and the
+    # truncation leaves: the new lines, then the old tail. Refused; rebuilt from the batches.
+    (d / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n3 10\n5 20\n")
+    log = PartitionLog.open(d, SMALL)
+    assert log.epoch_entries() == [(0, 0), (3, 10)]
+    log.close()
+
+
 def test_follower_append_keeps_offsets_and_epochs(open_log):
     leader = open_log(SMALL, name="leader-0")
     follower = open_log(SMALL, name="follower-0")

@@ -19,10 +19,14 @@ class CheckpointError(ValueError):
     """A checkpoint file that does not parse."""
 
 
-def write(path: Path, entries: Sequence[Sequence[int | str]], fsync: bool = False) -> None:
+def encode(entries: Sequence[Sequence[int | str]]) -> bytes:
     lines = [str(VERSION), str(len(entries))]
     lines.extend(" ".join(str(v) for v in entry) for entry in entries)
-    write_atomically(path, ("\n".join(lines) + "\n").encode("ascii"), fsync)
+    return ("\n".join(lines) + "\n").encode("ascii")
+
+
+def write(path: Path, entries: Sequence[Sequence[int | str]], fsync: bool = False) -> None:
+    write_atomically(path, encode(entries), fsync)
 
 
 def write_atomically(path: Path, data: bytes, fsync: bool = False) -> None:

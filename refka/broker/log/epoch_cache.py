@@ -2,7 +2,13 @@
 
 Entries are (epoch, start_offset), both strictly increasing. Persisted to
 ``leader-epoch-checkpoint`` in Kafka's format (``0``, count, ``epoch startOffset``
-lines) on every change. Semantics follow Kafka's ``LeaderEpochFileCache``:
+lines) on every change, rewritten in place through a descriptor kept open (one
+pwrite, then a truncation when it shrank), not by a temporary file renamed over
+it as Kafka does: a create and a rename cost ~1 ms each here, for every partition
+of every LeaderAndIsr, on the event loop. A process killed between the write and
+the truncation leaves a file whose count line does not match its lines: ``load``
+refuses it and the log rebuilds the cache from its batch headers (an epoch that
+wrote no batch is all that can be lost, and it holds no records). Semantics follow Kafka's ``LeaderEpochFileCache``:
 
 - ``assign(epoch, start)``: no-op if ``epoch`` is the latest and ``start`` is not
   smaller; otherwise entries with epoch >= ``epoch`` or start >= ``start`` are
@@ -19,6 +25,7 @@ lines) on every change. Semantics follow Kafka's ``LeaderEpochFileCache``:
 from __future__ import annotations
 
 import bisect
+import os
 from pathlib import Path
 
 from . import checkpoint
@@ -34,6 +41,8 @@ class LeaderEpochCache:
         self.path = path
         self._epochs: list[int] = [e for e, _ in entries or ()]
         self._starts: list[int] = [s for _, s in entries or ()]
+        self._fd: int | None = None
+        self._written = -1  # bytes in the file after our last write (-1: not written by us)
 
     @classmethod
     def load(cls, path: Path | None) -> tuple[LeaderEpochCache, bool]:
@@ -135,9 +144,23 @@ class LeaderEpochCache:
         self._persist()
 
     def sync(self) -> None:
-        if self.path is not None:
+        if self._fd is not None:
+            os.fsync(self._fd)
+        elif self.path is not None:
             checkpoint.sync(self.path)
 
+    def close(self) -> None:
+        fd, self._fd = self._fd, None
+        if fd is not None:
+            os.close(fd)
+
     def _persist(self) -> None:
-        if self.path is not None:
-            checkpoint.write(self.path, self.entries())
+        if self.path is None:
+            return
+        data = checkpoint.encode(self.entries())
+        if self._fd is None:
+            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        os.pwrite(self._fd, data, 0)
+        if len(data) < self._written or self._written < 0:
+            os.ftruncate(self._fd, len(data))
+        self._written = len(data)

@@ -844,6 +844,7 @@ class PartitionLog:
                 self._producers.delete_snapshots_except([*self._bases, self._log_end_offset])
             for seg in self._segments:
                 seg.close()
+            self._epochs.close()
             self._closed = True
             if self.directory is not None:
                 (self.directory / CLEAN_SHUTDOWN_FILE).touch()
@@ -855,6 +856,7 @@ class PartitionLog:
                 return
             for seg in self._segments:
                 seg.close()
+            self._epochs.close()
             self._closed = True
 
     def delete(self) -> None:
