@@ -476,6 +476,22 @@ def test_leader_epoch_checkpoint_rewritten_in_place_and_a_torn_one_rebuilt(tmp_p
     log.close()
 
 
+def test_truncating_at_the_log_end_drops_an_epoch_that_wrote_nothing(tmp_path):
+    # This broker led epoch 7 from offset 20 and lost leadership before writing in it; its
+    # new leader has no epoch 7. Truncating to where they agree (20 = the log end) cuts no
+    # record, but epoch 7 must go: the next fetch names epoch 3 as the last fetched one.
+    d = tmp_path / "t-0"
+    log = PartitionLog.open(d, SMALL)
+    fill(log, 10, epoch=0)
+    fill(log, 10, epoch=3, start=10)
+    log.maybe_assign_epoch_start_offset(7, 20)
+    assert log.latest_epoch() == 7
+    assert log.truncate_to(20) == 20
+    assert log.latest_epoch() == 3 and log.epoch_entries() == [(0, 0), (3, 10)]
+    assert (d / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n3 10\n"
+    log.close()
+
+
 def test_follower_append_keeps_offsets_and_epochs(open_log):
     leader = open_log(SMALL, name="leader-0")
     follower = open_log(SMALL, name="follower-0")

@@ -196,3 +196,33 @@ def test_kafka_python_admin_moves_a_partition_with_its_records(three):
     finally:
         consumer.close()
     assert got == values
+
+
+def test_a_leader_that_loses_an_epoch_it_wrote_nothing_in_follows_on(three):
+    """Reassignment [0, 1, 2] -> [1, 2, 0] bumps the epoch with 0 still leading (0 records
+    the new epoch's start); ElectLeaders then moves leadership to 1 before any record of that
+    epoch. 0, now a follower, must drop that empty epoch and fetch on: acks=all records are
+    acknowledged by the whole ISR, 0 included (before the fix its fetches were answered with
+    the same diverging epoch forever, until replica.lag.time.max.ms took it out of the ISR)."""
+    from confluent_kafka import ElectionType, Producer
+    from confluent_kafka import TopicPartition as CTP
+
+    controller, _ = ports(three)
+    topic = create(three, [[0, 1, 2]])
+    wait_for(lambda: sorted(partition(controller, topic).isr_nodes) == [0, 1, 2])
+    p = Producer({"bootstrap.servers": three.bootstrap, "acks": "all", "linger.ms": 0})
+    reports: list = []
+    for i in range(20):
+        p.produce(topic, b"before-%d" % i, partition=0, on_delivery=lambda err, msg: reports.append(err))
+    assert p.flush(TIMEOUT) == 0
+    before = partition(controller, topic)
+    assert codes(alter(controller, topic, {0: [1, 2, 0]})) == {(topic, 0): ErrorCode.NONE}
+    admin = AdminClient({"bootstrap.servers": three.bootstrap})
+    admin.elect_leaders(ElectionType.PREFERRED, [CTP(topic, 0)]).result(TIMEOUT)
+    moved = wait_for(lambda: (x := partition(controller, topic)).leader_id == 1 and x)
+    assert moved.leader_epoch >= before.leader_epoch + 2  # the reassignment's bump, then the election's
+    for i in range(20):
+        p.produce(topic, b"after-%d" % i, partition=0, on_delivery=lambda err, msg: reports.append(err))
+    assert p.flush(TIMEOUT) == 0
+    assert reports == [None] * 40
+    assert sorted(partition(controller, topic).isr_nodes) == [0, 1, 2]

@@ -662,13 +662,19 @@ class PartitionLog:
 
     def truncate_to(self, offset: int) -> int:
         """Follower truncation: remove offsets >= ``offset``. A batch that straddles
-        ``offset`` goes whole (the new end is its base offset). Returns the log end
-        offset."""
+        ``offset`` goes whole (the new end is its base offset); epochs that start at
+        or after the new end leave the epoch cache, also when no record goes. Returns
+        the log end offset."""
         if offset < 0:
             raise ValueError(f"cannot truncate to negative offset {offset}")
         with self._lock:
             self._check_open()
             if offset >= self._log_end_offset:
+                # Nothing to cut, but the epoch cache may end with an epoch this broker
+                # started as leader and wrote nothing in before it lost leadership: that
+                # entry goes, or every fetch would name it as the last fetched epoch and be
+                # answered with the same diverging epoch again (Kafka's UnifiedLog.truncateTo).
+                self._epochs.truncate_from_end(self._log_end_offset)
                 return self._log_end_offset
             if self._segments[0].base_offset > offset:
                 self._truncate_fully_locked(offset)
