@@ -31,7 +31,6 @@ from typing import Any
 
 from refka.protocol import (
     Api,
-    FrameDecoder,
     RequestHeader,
     decode_response_header,
     encode_request_header,
@@ -45,17 +44,75 @@ class BrokerConnectionError(ConnectionError):
     """The connection failed, closed, or timed out; pending requests fail with it."""
 
 
-class _Protocol(asyncio.Protocol):
+_RECV = 64 * 1024  # the shared receive buffer; a frame larger than this gets its own
+
+
+class _Protocol(asyncio.BufferedProtocol):
+    """Reads frames with at most one copy. Small frames are read into a shared buffer
+    and copied out whole; a frame larger than it gets a bytearray of its own that the
+    socket fills directly, and the decoded response keeps views of it (a Fetch
+    response's records are not copied again on their way to a follower's log)."""
+
     def __init__(self, conn: BrokerConnection) -> None:
         self.conn = conn
-        self.decoder = FrameDecoder(conn.max_frame_size)
+        self.max_frame_size = conn.max_frame_size
+        self._buf = bytearray(_RECV)
+        self._mv = memoryview(self._buf)
+        self._start = self._end = 0
+        self._big: bytearray | None = None  # the frame being read into its own buffer
+        self._big_mv: memoryview | None = None
+        self._big_got = 0
 
-    def data_received(self, data: bytes) -> None:
+    def get_buffer(self, sizehint: int) -> memoryview:
+        if self._big_mv is not None:
+            return self._big_mv[self._big_got:]
+        if self._end == len(self._buf):
+            self._compact()
+        return self._mv[self._end:]
+
+    def _compact(self) -> None:
+        partial = self._end - self._start
+        self._buf[:partial] = bytes(self._mv[self._start:self._end])
+        self._start, self._end = 0, partial
+
+    def buffer_updated(self, nbytes: int) -> None:
         try:
-            for f in self.decoder.feed(data):
-                self.conn._on_frame(f)
+            if self._big is not None:
+                self._big_got += nbytes
+                if self._big_got == len(self._big):
+                    frame = memoryview(self._big)
+                    self._big = self._big_mv = None
+                    self.conn._on_frame(frame)
+                return
+            self._end += nbytes
+            self._frames()
         except (BadFrame, BrokerConnectionError) as e:
             self.conn._fail(BrokerConnectionError(f"{self.conn.host}:{self.conn.port}: {e}"))
+
+    def _frames(self) -> None:
+        buf, mv = self._buf, self._mv
+        p, end = self._start, self._end
+        while end - p >= 4:
+            n = int.from_bytes(buf[p:p + 4], "big", signed=True)
+            if n < 4 or n > self.max_frame_size:
+                raise BadFrame(f"bad response frame length {n}")
+            have = end - p - 4
+            if have >= n:
+                self.conn._on_frame(memoryview(bytes(mv[p + 4:p + 4 + n])))
+                p += 4 + n
+                continue
+            if n > len(buf) - 4:
+                # Too big for the shared buffer: its own, filled from here on by the socket.
+                self._big = bytearray(n)
+                self._big_mv = memoryview(self._big)
+                self._big_mv[:have] = mv[p + 4:end]
+                self._big_got = have
+                p = end
+            break
+        if p == end:
+            self._start = self._end = 0
+        else:
+            self._start = p
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.conn._fail(BrokerConnectionError(f"connection to {self.conn.host}:{self.conn.port} lost: {exc!r}"))
@@ -170,7 +227,7 @@ class BrokerConnection:
         fut, api, v = entry
         try:
             _cid, pos = decode_response_header(f, api.response_header_version(v))
-            resp, _end = api.decode_response(bytes(f), v, pos)
+            resp, _end = api.decode_response(f, v, pos)  # f is the frame's own: views of it may stay
         except Exception as e:  # not a connection error: resending the request would not help
             if not fut.done():
                 fut.set_exception(ValueError(f"undecodable {api.name} v{v} response from {self.host}:{self.port}: {e!r}"))

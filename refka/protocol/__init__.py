@@ -6,7 +6,7 @@ What handlers use is re-exported here; helpers stay private to their modules.
 from .api import Api, UnsupportedVersion, join
 from .codec import DecodeError, EncodeError
 from .errors import ErrorCode
-from .framing import BadFrame, FrameDecoder, FrameTooLarge, frame
+from .framing import BadFrame, FrameTooLarge, frame
 from .headers import (
     RequestHeader,
     decode_request_header,
@@ -22,7 +22,6 @@ __all__ = [
     "DecodeError",
     "EncodeError",
     "ErrorCode",
-    "FrameDecoder",
     "FrameTooLarge",
     "RequestHeader",
     "UnsupportedVersion",
