@@ -63,3 +63,35 @@ def test_a_state_mismatch_is_asked_again_soon_then_less_often():
     assert mismatch_backoff(0, 0.005) == 0.005
     assert ErrorCode.UNKNOWN_LEADER_EPOCH in STATE_MISMATCH_ERRORS
     assert ErrorCode.KAFKA_STORAGE_ERROR not in STATE_MISMATCH_ERRORS
+
+
+def test_fetch_session_state_sends_only_what_changed_and_forgets_what_left():
+    from refka.broker.replication.fetcher import FetchSessionState
+
+    s = FetchSessionState()
+    a, b, c = ("t", 0), ("t", 1), ("u", 0)
+    first = {a: (10, 1, 1, 0, 1024), b: (5, 1, 1, 0, 1024)}
+    # No session yet: a full fetch of everything, session 0 epoch 0 (asks for one).
+    assert s.build(first) == ([a, b], []) and (s.session_id, s.epoch) == (0, 0)
+    s.answered(77, first)
+    assert (s.session_id, s.epoch) == (77, 1)
+    # Incremental: only a moved on; b unchanged; c is new.
+    second = {a: (20, 1, 1, 0, 1024), b: (5, 1, 1, 0, 1024), c: (0, 3, -1, 0, 1024)}
+    assert s.build(second) == ([a, c], [])
+    s.answered(77, second)
+    assert s.epoch == 2
+    # b is no longer fetched (delayed or removed): forgotten; nothing else changed.
+    third = {a: (20, 1, 1, 0, 1024), c: (0, 3, -1, 0, 1024)}
+    assert s.build(third) == ([], [b])
+    s.answered(77, third)
+    # A lost session starts over with a full fetch.
+    s.reset()
+    assert s.build(third) == ([a, c], []) and (s.session_id, s.epoch) == (0, 0)
+    # A leader that keeps no session (id 0): full fetches, each asking again.
+    s.answered(0, third)
+    assert (s.session_id, s.epoch) == (0, 0) and s.build(third) == ([a, c], [])
+    # The epoch wraps to 1, never to 0 (which would ask for a new session).
+    s.answered(9, third)
+    s.epoch = 0x7FFFFFFF
+    s.answered(9, third)
+    assert s.epoch == 1

@@ -95,3 +95,30 @@ def test_restarted_old_leader_truncates_its_divergent_tail_with_offsets_for_lead
         assert b"tail-0" not in c.on_loop(lambda: log_bytes(follower))
     finally:
         c.close()
+
+
+def test_followers_fetch_in_incremental_sessions(tmp_path):
+    """Each follower holds one fetch session on its leader (KIP-227): after the first full
+    fetch only changed partitions are named, and the leader's session knows every
+    partition the follower fetches there, at the follower's log end offset."""
+    c = InProcessCluster(tmp_path / "data", 2)
+    try:
+        topic = f"sess-{uuid.uuid4().hex[:8]}"
+        admin = AdminClient({"bootstrap.servers": c.bootstrap})
+        admin.create_topics([NewTopic(topic, num_partitions=4, replica_assignment=[[0, 1]] * 4)],
+                            operation_timeout=TIMEOUT)[topic].result(TIMEOUT)
+        produce(c.bootstrap, topic, [b"v%d" % i for i in range(50)], acks="all")
+
+        def leader_sessions() -> list:
+            b0 = c.cluster.broker(0)
+            return [s for s in b0.fetch_sessions.sessions.values()
+                    if {sp.topic for sp in s.partitions.values()} == {topic}]
+
+        (session,) = wait_until("the follower's session", lambda: c.on_loop(lambda: (
+            (s := leader_sessions()) and s[0].epoch > 2 and len(s[0].partitions) == 4 and s)))
+        ends = c.on_loop(lambda: {i: c.partition(1, topic, i).log.log_end_offset for i in range(4)})
+        assert sum(ends.values()) == 50
+        wait_until("the session at the follower's log ends", lambda: c.on_loop(
+            lambda: {sp.partition: sp.fetch_offset for sp in session.partitions.values()} == ends))
+    finally:
+        c.close()

@@ -25,7 +25,10 @@ Both log ``follower_truncated`` with ``via`` = ``offsets_for_leader_epoch`` or
 agrees with our log is logged at debug level).
 
 Each fetcher sends Fetch (v12-v15, the highest both sides serve) to its leader
-for every partition this broker follows there, with this broker's id as
+for every partition this broker follows there, in an incremental fetch session
+(KIP-227, ``FetchSessionState``: after the first full fetch only partitions
+whose fetch state changed are named, and the leader answers only partitions
+with news), with this broker's id as
 replica_id (v12-14) or replica_state (v15, KIP-903, with the broker epoch),
 each partition's log end offset as fetch_offset and the epoch of its last
 batch as last_fetched_epoch. Per partition of the answer:
@@ -129,6 +132,47 @@ def mismatch_backoff(consecutive: int, max_backoff_s: float) -> float:
     return min(max_backoff_s, FIRST_MISMATCH_BACKOFF_S * 2 ** min(consecutive, 30))
 
 
+class FetchSessionState:
+    """A follower's half of an incremental fetch session (KIP-227, Kafka's
+    FetchSessionHandler), without I/O. A full fetch (session 0, epoch 0) names
+    every partition and asks for a session; once the leader gave one, each fetch
+    names only the partitions whose fetch state (offset, epochs, log start, max
+    bytes) changed since the last answered one, and forgets those no longer
+    fetched; the leader answers only partitions with news. A lost session
+    (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH, a new connection)
+    starts over with a full fetch."""
+
+    __slots__ = ("session_id", "epoch", "parts")
+
+    def __init__(self) -> None:
+        self.session_id = 0
+        self.epoch = 0  # the epoch of the next request: 0 asks for a new session
+        self.parts: dict[Any, tuple[int, ...]] = {}  # (topic key, partition) -> fetch state last sent
+
+    def build(self, desired: dict[Any, tuple[int, ...]]) -> tuple[list[Any], list[Any]]:
+        """(keys to send, keys to forget) for a fetch of exactly ``desired``."""
+        if self.session_id == 0:
+            return list(desired), []
+        send = [k for k, st in desired.items() if self.parts.get(k) != st]
+        forget = [k for k in self.parts if k not in desired]
+        return send, forget
+
+    def answered(self, session_id: int, desired: dict[Any, tuple[int, ...]]) -> None:
+        """The leader answered a fetch built from ``desired`` without a top-level error."""
+        if self.session_id == 0:
+            self.session_id = session_id  # 0: the leader keeps no session for us (full fetches)
+            self.epoch = 1 if session_id else 0
+        else:
+            self.epoch = 1 if self.epoch >= 0x7FFFFFFF else self.epoch + 1
+        self.parts = dict(desired)
+
+    def reset(self) -> None:
+        self.session_id, self.epoch, self.parts = 0, 0, {}
+
+
+SESSION_ERRORS = frozenset({ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH})
+
+
 class ReplicaFetcher:
     """Fetches, from broker ``leader_id``, every partition this broker follows there."""
 
@@ -150,6 +194,7 @@ class ReplicaFetcher:
         self.partition_max_bytes = cfg["replica.fetch.max.bytes"]
         self.max_bytes = cfg["replica.fetch.response.max.bytes"]
         self._conn: BrokerConnection | None = None
+        self._session = FetchSessionState()
         self._version = MIN_VERSION
         self.task = self.broker.spawn(self._run())
 
@@ -191,7 +236,7 @@ class ReplicaFetcher:
                         await self._drop_connection()
                         await asyncio.sleep(self.backoff)
                     continue  # the partitions done truncating fetch on the next round
-                req, sent = self._request(ready)
+                req, sent, desired = self._request(ready)
                 try:
                     resp = await conn.request(Fetch, req, self._version,
                                               timeout=self.wait_ms / 1000 + 30.0)
@@ -201,11 +246,18 @@ class ReplicaFetcher:
                     await self._drop_connection()
                     await asyncio.sleep(self.backoff)
                     continue
+                if resp.error_code in SESSION_ERRORS:
+                    log.info("replica_fetch_session_lost", broker=self.broker.node_id, leader=self.leader_id,
+                             session_id=self._session.session_id, error=ErrorCode(resp.error_code).name)
+                    self._session.reset()  # the next fetch is a full one
+                    continue
                 if resp.error_code != ErrorCode.NONE:
                     log.info("replica_fetch_error", broker=self.broker.node_id, leader=self.leader_id,
                              error=ErrorCode(resp.error_code).name)
+                    self._session.reset()
                     await asyncio.sleep(self.backoff)
                     continue
+                self._session.answered(resp.session_id, desired)
                 self._handle(resp, sent)
         except asyncio.CancelledError:
             raise
@@ -261,6 +313,7 @@ class ReplicaFetcher:
         return conn
 
     async def _drop_connection(self) -> None:
+        self._session.reset()  # sessions live on the leader per connection's client: start over
         conn, self._conn = self._conn, None
         if conn is not None:
             await conn.close()
@@ -358,34 +411,45 @@ class ReplicaFetcher:
 
     # -- fetching
 
-    def _request(self, parts: list[Partition]) -> tuple[Any, dict[Any, tuple[Partition, int, int]]]:
+    def _request(self, parts: list[Partition]) -> tuple[Any, dict[Any, tuple[Partition, int, int]],
+                                                        dict[Any, tuple[int, ...]]]:
+        """The Fetch for ``parts`` in the current session: (request, what each partition's
+        answer is checked against, the fetch state of every fetched partition)."""
         v = self._version
-        by_topic: dict[Any, list[Any]] = {}
         sent: dict[Any, tuple[Partition, int, int]] = {}
+        desired: dict[Any, tuple[int, ...]] = {}
         for p in parts:
+            key = (p.topic_id if v >= 13 else p.topic, p.index)
             leo = p.log.log_end_offset
-            tkey = p.topic_id if v >= 13 else p.topic
-            by_topic.setdefault(tkey, []).append(FPart(
-                partition=p.index,
-                current_leader_epoch=p.state.leader_epoch,
-                fetch_offset=leo,
-                last_fetched_epoch=p.log.latest_epoch(),
-                log_start_offset=p.log.log_start_offset,
-                partition_max_bytes=self.partition_max_bytes,
-            ))
-            sent[(tkey, p.index)] = (p, p.state.leader_epoch, leo)
-        topics = [FTopic(topic="", topic_id=t, partitions=ps) if v >= 13 else FTopic(topic=t, partitions=ps)
-                  for t, ps in by_topic.items()]
+            desired[key] = (leo, p.state.leader_epoch, p.log.latest_epoch(), p.log.log_start_offset,
+                            self.partition_max_bytes)
+            sent[key] = (p, p.state.leader_epoch, leo)
+        send, forget = self._session.build(desired)
+        by_topic: dict[Any, list[Any]] = {}
+        for key in send:
+            fetch_offset, leader_epoch, last_epoch, log_start, max_bytes = desired[key]
+            by_topic.setdefault(key[0], []).append(FPart(
+                partition=key[1], current_leader_epoch=leader_epoch, fetch_offset=fetch_offset,
+                last_fetched_epoch=last_epoch, log_start_offset=log_start, partition_max_bytes=max_bytes))
+        forgotten: dict[Any, list[int]] = {}
+        for tkey, index in forget:
+            forgotten.setdefault(tkey, []).append(index)
+        FT = Req.ForgottenTopic
         req = Req(
             max_wait_ms=self.wait_ms, min_bytes=1, max_bytes=self.max_bytes, isolation_level=0,
-            session_id=0, session_epoch=-1, topics=topics, forgotten_topics_data=[], rack_id="",
+            session_id=self._session.session_id, session_epoch=self._session.epoch,
+            topics=[FTopic(topic="", topic_id=t, partitions=ps) if v >= 13 else FTopic(topic=t, partitions=ps)
+                    for t, ps in by_topic.items()],
+            forgotten_topics_data=[FT(topic="", topic_id=t, partitions=ps) if v >= 13 else FT(topic=t, partitions=ps)
+                                   for t, ps in forgotten.items()],
+            rack_id="",
         )
         if v >= 15:
             req.replica_state = Req.ReplicaState(replica_id=self.broker.node_id,
                                                  replica_epoch=self.manager.broker_epoch())
         else:
             req.replica_id = self.broker.node_id
-        return req, sent
+        return req, sent, desired
 
     def _handle(self, resp: Any, sent: dict[Any, tuple[Partition, int, int]]) -> None:
         v = self._version
