@@ -78,10 +78,25 @@ class _Read:
         self.part = None
 
 
+def _resolve_name(broker, sp: SessionPartition) -> bool:
+    """A session partition named by a topic ID this broker did not know when it was
+    added (its LeaderAndIsr or UpdateMetadata came after the fetch): named now if
+    known now, so the session serves it from here on."""
+    meta = broker.metadata.topic_by_id(sp.topic_id)
+    if meta is not None:
+        sp.topic = meta.name
+        return True
+    for (topic, _index), p in broker.replicas.partitions.items():
+        if p.topic_id == sp.topic_id:
+            sp.topic = topic
+            return True
+    return False
+
+
 def _read_partition(broker, sp: SessionPartition, undeleted: int, budget: int, min_one: bool, v: int,
                     replica: int = -1, now_ms: int = -1) -> _Read:
     r = _Read(sp)
-    if not sp.topic:
+    if not sp.topic and not _resolve_name(broker, sp):
         r.error = ErrorCode.UNKNOWN_TOPIC_ID
         return r
     part = broker.replicas.get(sp.topic, sp.partition)

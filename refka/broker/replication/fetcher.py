@@ -461,6 +461,11 @@ class ReplicaFetcher:
                     continue
                 p, epoch, fetch_offset = entry
                 key = (p.topic, p.index)
+                if pd.error_code != ErrorCode.NONE:
+                    # Named in full again next time: the leader's session entry may be stale
+                    # (it did not know the partition yet), and an unchanged partition is
+                    # otherwise never sent again.
+                    self._session.parts.pop((tkey, pd.partition_index), None)
                 if (self.partitions.get(key) is not p or p.state.leader != self.leader_id
                         or p.state.leader_epoch != epoch or p.log.log_end_offset != fetch_offset):
                     continue  # the partition moved on while the request was out

@@ -1,6 +1,7 @@
-"""A truncating follower's rules (replication/fetcher.py): where it cuts its log
-given the leader's OffsetsForLeaderEpoch answer for the epoch of its last batch
-(Kafka's AbstractFetcherThread.getOffsetTruncationState)."""
+"""The replica fetcher (replication/fetcher.py) without sockets: where a
+truncating follower cuts its log given the leader's OffsetsForLeaderEpoch answer
+(Kafka's AbstractFetcherThread.getOffsetTruncationState), the back-off after a
+state mismatch, and the follower's half of an incremental fetch session."""
 
 from __future__ import annotations
 
@@ -95,3 +96,60 @@ def test_fetch_session_state_sends_only_what_changed_and_forgets_what_left():
     s.epoch = 0x7FFFFFFF
     s.answered(9, third)
     assert s.epoch == 1
+
+
+# -- a follower partition the leader did not know yet (fetch sessions) ----------------------------
+
+
+def memory_broker(node_id: int):
+    from refka.broker.broker import Broker
+    from refka.broker.config import BrokerConfig
+
+    return Broker(BrokerConfig.load(None, environ={}, overrides={"broker.id": str(node_id)}), memory=True)
+
+
+async def test_a_partition_answered_with_an_error_is_named_in_full_again():
+    """The follower's first fetch can reach the leader before the leader's LeaderAndIsr:
+    the partition is answered with an error. It must then be sent again in full, not left
+    out as unchanged (the leader's session would keep serving the error)."""
+    import asyncio
+
+    from refka.broker.replica_manager import PartitionState
+    from refka.protocol import ErrorCode
+    from refka.protocol.messages.fetch import Fetch
+
+    b = memory_broker(1)
+    tid = b"\x07" * 16
+    p = b.replicas.become_leader_or_follower(
+        "t", 0, tid, PartitionState(leader=0, leader_epoch=3, isr=[0, 1], replicas=[0, 1], zk_version=0))
+    fetcher = b.replicas.replication.fetchers[0]
+    fetcher.stop()
+    await asyncio.sleep(0)
+    fetcher._version = 13
+    fetcher._session.answered(5, {})  # a session is open
+    req, sent, desired = fetcher._request([p])
+    assert [t.topic_id for t in req.topics] == [tid]  # new to the session: named
+    fetcher._session.answered(5, desired)
+    assert fetcher._request([p])[0].topics == []  # unchanged: left out
+    R = Fetch.Response
+    resp = R(error_code=0, session_id=5, responses=[R.FetchableTopicResponse(topic="", topic_id=tid, partitions=[
+        R.FetchableTopicResponse.PartitionData(partition_index=0, error_code=ErrorCode.UNKNOWN_TOPIC_ID,
+                                               high_watermark=-1, log_start_offset=-1, records=None)])])
+    fetcher._handle(resp, sent)
+    assert [t.topic_id for t in fetcher._request([p])[0].topics] == [tid]  # named again
+    b.replicas.close()
+
+
+def test_the_leader_names_a_session_partition_once_it_knows_the_topic():
+    from refka.broker.fetch_session import SessionPartition
+    from refka.broker.handlers.fetch import _resolve_name
+    from refka.broker.replica_manager import PartitionState
+
+    b = memory_broker(0)
+    tid = b"\x09" * 16
+    sp = SessionPartition(topic="", topic_id=tid, partition=0, fetch_offset=0, partition_max_bytes=1024)
+    assert _resolve_name(b, sp) is False and sp.topic == ""
+    b.replicas.become_leader_or_follower(
+        "late", 0, tid, PartitionState(leader=0, leader_epoch=0, isr=[0], replicas=[0], zk_version=0))
+    assert _resolve_name(b, sp) is True and sp.topic == "late"
+    b.replicas.close()
