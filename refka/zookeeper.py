@@ -90,8 +90,11 @@ class ZooKeeperServer:
         )
         cp = [str(ZOOKEEPER_JAR)] + ([str(SLF4J_NOP)] if SLF4J_NOP.exists() else [])
         self._log = open(self.workdir / "zookeeper.log", "wb")
+        # setpriv (util-linux) makes the JVM get SIGTERM when this process dies, even by
+        # SIGKILL: no ZooKeeper is left behind by a killed `refka zookeeper` or test run.
+        guard = ["setpriv", "--pdeathsig", "TERM", "--"] if shutil.which("setpriv") else []
         self.proc = subprocess.Popen(
-            ["java", "-Xmx256m", "-XX:+UseSerialGC", "-cp", ":".join(cp), MAIN, str(cfg)],
+            [*guard, "java", "-Xmx256m", "-XX:+UseSerialGC", "-cp", ":".join(cp), MAIN, str(cfg)],
             stdout=self._log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
