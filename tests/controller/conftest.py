@@ -1,28 +1,16 @@
-"""Fixtures for the controller tests: a private ZooKeeper (tests/zk.py) and
-metadata stores of both kinds."""
+"""Fixtures for the controller tests: metadata stores of both kinds (the
+ZooKeeper ones on the run's private ZooKeeper, tests/conftest.py)."""
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from refka.controller.store import EmbeddedStore, MetadataStore, ZooKeeperStore
-from tests.zk import ZooKeeperServer, zookeeper_unavailable
-
-
-@pytest.fixture(scope="session")
-def zookeeper(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ZooKeeperServer]:
-    reason = zookeeper_unavailable()
-    if reason:
-        pytest.skip(reason)
-    server = ZooKeeperServer(tmp_path_factory.mktemp("zookeeper"))
-    server.start()
-    yield server
-    server.stop()
 
 
 class StoreFactory:

@@ -301,3 +301,74 @@ def leave_divergent_tail_and_kill(cluster: ZkCluster, leader: int, topic: str) -
     finally:
         for b in followers:
             b.proc.send_signal(signal.SIGCONT)  # type: ignore[union-attr]
+
+
+def produce_through_kill(cluster: ZkCluster, leader: int, topic: str, send: Callable[[bytes], None],
+                         acknowledged: Callable[[], int], poll: Callable[[], None]) -> None:
+    """Sends r000000, r000001, ... to partition 0 steadily (``send`` each, ``poll`` after
+    every 20); once 500 are acknowledged, ``leave_divergent_tail_and_kill`` the leader, and
+    go on until 1,000 more are. A producer that stalls fails the test after 120 s."""
+    sent = 0
+    killed_at = None
+    deadline = time.monotonic() + 120
+    while True:
+        assert time.monotonic() < deadline, f"producer stalled: {acknowledged()} of {sent} acknowledged"
+        for _ in range(20):
+            send(f"r{sent:06d}".encode())
+            sent += 1
+        poll()
+        done = acknowledged()
+        if killed_at is None and done >= 500:
+            leave_divergent_tail_and_kill(cluster, leader, topic)
+            killed_at = done
+        if killed_at is not None and done >= killed_at + 1000:
+            return
+
+
+def wait_full_isr(bootstrap: str, topic: str) -> Any:
+    """Partition 0's Metadata once all three replicas are in its ISR."""
+    return wait_until("ISR of 3", lambda: (m := partition_metadata(bootstrap, topic))
+                      and len(m[0].isr_nodes) == 3 and m[0])
+
+
+def check_new_leader(bootstrap: str, topic: str, old_leader: int, before: Any) -> None:
+    """Partition 0 has a live leader other than ``old_leader`` (waited for), at a higher
+    epoch than ``before`` (its Metadata then), and ``old_leader`` left the ISR."""
+    after = wait_until("a new leader", lambda: (m := partition_metadata(bootstrap, topic))
+                       and m[0].leader_id not in (old_leader, -1) and m[0])
+    assert after.leader_epoch > before.leader_epoch
+    assert old_leader not in after.isr_nodes
+
+
+def check_failover(cluster: ZkCluster, topic: str, leader: int, before: Any, acked: list[bytes],
+                   got: Callable[[str], list[bytes]]) -> list[bytes]:
+    """After ``leave_divergent_tail_and_kill``: a new leader from the ISR at a higher epoch,
+    and partition 0 as read by ``got(bootstrap)`` from the survivors holds every
+    acknowledged record exactly once, in the order produced, and none of the dead
+    leader's own tail. Returns what was read."""
+    survivors = cluster.bootstrap_without(leader)
+    check_new_leader(survivors, topic, leader, before)
+    records = got(survivors)
+    assert len(records) == len(set(records)), "duplicates"
+    assert set(acked) <= set(records), f"lost {len(set(acked) - set(records))} acknowledged records"
+    assert records == sorted(records)  # produced in this order, so read in it
+    assert not any(v.startswith(b"acks1-") for v in records)  # only the dead leader had them
+    return records
+
+
+def check_restarted_broker_rejoins(cluster: ZkCluster, root: Path, topic: str, node_id: int) -> None:
+    """The killed broker, restarted, cuts its divergent tail after asking the new leader
+    (OffsetsForLeaderEpoch), rejoins the ISR, and its log becomes the leader's."""
+    cluster.restart(node_id)
+    wait_until("the restarted broker back in the ISR",
+               lambda: node_id in partition_metadata(cluster.bootstrap, topic)[0].isr_nodes)
+    assert any("follower_truncated" in line and "offsets_for_leader_epoch" in line
+               for line in cluster.procs[node_id].log_path.read_text().splitlines())
+    leader = partition_metadata(cluster.bootstrap, topic)[0].leader_id
+
+    def same_logs() -> bool:
+        a = log_file(root / f"data{leader}", leader, topic)
+        b = log_file(root / f"data{node_id}", node_id, topic)
+        return stored_batches(a) == stored_batches(b)
+
+    wait_until("the restarted broker's log equals the leader's", same_logs)

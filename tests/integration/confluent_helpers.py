@@ -30,8 +30,8 @@ from confluent_kafka.admin import AdminClient, NewTopic
 
 from refka.client.connection import connect
 from refka.protocol.messages.fetch import Fetch
-from refka.protocol.messages.metadata import Metadata
 from refka.protocol.records import BatchHeader, parse_batches
+from tests.integration.cluster_helpers import partition_metadata
 
 # Generous: only there so that a broken broker fails a test instead of hanging it.
 TIMEOUT = 30.0
@@ -192,21 +192,7 @@ def _run(coro: Any) -> Any:
 
 def metadata_leader_epochs(bootstrap: str, topic: str) -> dict[int, int]:
     """partition -> leader_epoch as a Metadata v12 answer (librdkafka's version) states it."""
-
-    async def go() -> dict[int, int]:
-        conn = await connect(bootstrap, "ck-test-oracle")
-        try:
-            R = Metadata.Request
-            resp = await conn.request(Metadata, R(topics=[R.MetadataRequestTopic(name=topic)],
-                                                  allow_auto_topic_creation=False), version=12)
-        finally:
-            await conn.close()
-        (t,) = resp.topics
-        assert t.error_code == 0, t.error_code
-        return {p.partition_index: p.leader_epoch for p in t.partitions}
-
-    result: dict[int, int] = _run(go())
-    return result
+    return {i: p.leader_epoch for i, p in partition_metadata(bootstrap, topic).items()}
 
 
 def served_batches(bootstrap: str, topic: str, partition: int = 0) -> list[BatchHeader]:

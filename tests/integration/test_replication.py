@@ -28,7 +28,6 @@ from __future__ import annotations
 
 import signal
 import threading
-import time
 from typing import Any
 
 import pytest
@@ -40,12 +39,16 @@ from tests.integration.cluster_helpers import (
     FAST,
     InProcessCluster,
     ZkCluster,
+    check_failover,
+    check_new_leader,
+    check_restarted_broker_rejoins,
     controller_id,
     create_rf3_topic,
-    leave_divergent_tail_and_kill,
     log_file,
     partition_metadata,
+    produce_through_kill,
     stored_batches,
+    wait_full_isr,
     wait_until,
 )
 from tests.integration.confluent_helpers import TIMEOUT, consume_until_eof, consumer, unique_topic
@@ -112,8 +115,7 @@ def test_leader_stopped_in_a_one_process_cluster_producer_continues(tmp_path):
         bootstrap = cluster.bootstrap
         topic = unique_topic("stop")
         create_rf3_topic(bootstrap, topic)
-        before = wait_until("ISR of 3", lambda: (m := partition_metadata(bootstrap, topic))
-                            and len(m[0].isr_nodes) == 3 and m[0])
+        before = wait_full_isr(bootstrap, topic)
         leader = before.leader_id
         acked: list[bytes] = []
         failed: list[KafkaError] = []
@@ -131,9 +133,7 @@ def test_leader_stopped_in_a_one_process_cluster_producer_continues(tmp_path):
         assert p.flush(TIMEOUT * 2) == 0
         assert failed == []
         survivors = cluster.bootstrap
-        after = partition_metadata(survivors, topic)[0]
-        assert after.leader_id != leader and after.leader_epoch > before.leader_epoch
-        assert leader not in after.isr_nodes
+        check_new_leader(survivors, topic, leader, before)
         assert read_all(survivors, topic, 1)[0] == values == acked
     finally:
         cluster.close()
@@ -147,8 +147,7 @@ def test_leader_killed_during_produce_loses_and_duplicates_nothing(zookeeper, tm
     try:
         topic = unique_topic("failover")
         create_rf3_topic(cluster.bootstrap, topic)
-        before = wait_until("ISR of 3", lambda: (m := partition_metadata(cluster.bootstrap, topic))
-                            and len(m[0].isr_nodes) == 3 and m[0])
+        before = wait_full_isr(cluster.bootstrap, topic)
         leader = before.leader_id
 
         acked: list[bytes] = []
@@ -163,63 +162,24 @@ def test_leader_killed_during_produce_loses_and_duplicates_nothing(zookeeper, tm
                     failed.append(err)
 
         p = idempotent_producer(cluster.bootstrap)
-        sent = 0
-        killed = False
-        deadline = time.monotonic() + 120
-        # Produce steadily; kill the leader once some records are acknowledged and
-        # go on until as many again are acknowledged after the kill.
-        while True:
-            assert time.monotonic() < deadline, f"producer stalled: {len(acked)} acked, errors {failed}"
-            for _ in range(20):
-                p.produce(topic, f"r{sent:06d}".encode(), partition=0, on_delivery=on_delivery)
-                sent += 1
-            p.poll(0.01)
+
+        def acknowledged() -> int:
             with lock:
-                n_acked = len(acked)
-            if not killed and n_acked >= 500:
-                leave_divergent_tail_and_kill(cluster, leader, topic)
-                killed = True
-                acked_at_kill = n_acked
-            if killed and n_acked >= acked_at_kill + 1000:
-                break
+                return len(acked)
+
+        produce_through_kill(cluster, leader, topic,
+                             lambda v: p.produce(topic, v, partition=0, on_delivery=on_delivery),
+                             acknowledged, lambda: p.poll(0.01))
         assert p.flush(TIMEOUT * 2) == 0
         assert failed == []
-        survivors = cluster.bootstrap_without(leader)
-        after = wait_until("a new leader", lambda: (m := partition_metadata(survivors, topic))
-                           and m[0].leader_id not in (leader, -1) and m[0])
-        assert after.leader_epoch > before.leader_epoch
-        assert leader not in after.isr_nodes
-
-        # Every acknowledged record exactly once, in the order produced (one partition).
-        got = read_all(survivors, topic, 1)[0]
-        assert len(got) == len(set(got)), "duplicates"
-        assert set(acked) <= set(got), f"lost {len(set(acked) - set(got))} acknowledged records"
-        assert got == sorted(got)  # produced in this order, so read in it
-        assert not any(v.startswith(b"acks1-") for v in got)  # only the dead leader had them
-
-        # The killed broker comes back: it truncates any divergent tail and rejoins the ISR.
-        cluster.restart(leader)
-        wait_until("the restarted broker back in the ISR",
-                   lambda: leader in partition_metadata(cluster.bootstrap, topic)[0].isr_nodes)
-        # Its tail was cut after asking the new leader with OffsetsForLeaderEpoch.
-        assert any("follower_truncated" in line and "offsets_for_leader_epoch" in line
-                   for line in cluster.procs[leader].log_path.read_text().splitlines())
+        got = check_failover(cluster, topic, leader, before, acked, lambda bs: read_all(bs, topic, 1)[0])
+        check_restarted_broker_rejoins(cluster, tmp_path, topic, leader)
         extra = [b"after-restart-%d" % i for i in range(50)]
         for v in extra:
             p.produce(topic, v, partition=0, on_delivery=on_delivery)
         assert p.flush(TIMEOUT) == 0
         assert failed == []
-        final = read_all(cluster.bootstrap, topic, 1)[0]
-        assert final == got + extra
-        # Its log is the leader's again.
-        new_leader = partition_metadata(cluster.bootstrap, topic)[0].leader_id
-
-        def same_logs() -> bool:
-            a = log_file(tmp_path / f"data{new_leader}", new_leader, topic)
-            b = log_file(tmp_path / f"data{leader}", leader, topic)
-            return stored_batches(a) == stored_batches(b)
-
-        wait_until("the restarted broker's log equals the leader's", same_logs)
+        assert read_all(cluster.bootstrap, topic, 1)[0] == got + extra
     finally:
         cluster.stop()
 
@@ -229,8 +189,7 @@ def test_acks_all_with_one_live_replica_is_not_enough_replicas(zookeeper, tmp_pa
     try:
         topic = unique_topic("minisr")
         create_rf3_topic(cluster.bootstrap, topic)
-        meta = wait_until("ISR of 3", lambda: (m := partition_metadata(cluster.bootstrap, topic))
-                          and len(m[0].isr_nodes) == 3 and m[0])
+        meta = wait_full_isr(cluster.bootstrap, topic)
         keep = meta.leader_id
         for i, b in enumerate(cluster.procs):
             if i != keep:

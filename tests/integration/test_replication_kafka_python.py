@@ -30,11 +30,11 @@ from tests.integration.cluster_helpers import (
     TIMEOUT,
     InProcessCluster,
     ZkCluster,
-    leave_divergent_tail_and_kill,
-    log_file,
-    partition_metadata,
-    stored_batches,
-    wait_until,
+    check_failover,
+    check_new_leader,
+    check_restarted_broker_rejoins,
+    produce_through_kill,
+    wait_full_isr,
 )
 from tests.integration.confluent_helpers import unique_topic
 
@@ -109,8 +109,7 @@ def test_leader_stopped_in_a_one_process_cluster_kafka_python_continues(tmp_path
         bootstrap = cluster.bootstrap
         topic = unique_topic("kp-stop")
         create_rf3_topic(bootstrap, topic)
-        before = wait_until("ISR of 3", lambda: (m := partition_metadata(bootstrap, topic))
-                            and len(m[0].isr_nodes) == 3 and m[0])
+        before = wait_full_isr(bootstrap, topic)
         leader = before.leader_id
         p = idempotent_producer(bootstrap)
         values = [f"r{i:06d}".encode() for i in range(3000)]
@@ -126,9 +125,7 @@ def test_leader_stopped_in_a_one_process_cluster_kafka_python_continues(tmp_path
             p.close(10)
         assert errors == []
         survivors = cluster.bootstrap
-        after = partition_metadata(survivors, topic)[0]
-        assert after.leader_id != leader and after.leader_epoch > before.leader_epoch
-        assert leader not in after.isr_nodes
+        check_new_leader(survivors, topic, leader, before)
         assert read_all(survivors, topic) == values == acked
     finally:
         cluster.close()
@@ -139,64 +136,24 @@ def test_leader_killed_during_produce_kafka_python_loses_and_duplicates_nothing(
     try:
         topic = unique_topic("kp-failover")
         create_rf3_topic(cluster.bootstrap, topic)
-        before = wait_until("ISR of 3", lambda: (m := partition_metadata(cluster.bootstrap, topic))
-                            and len(m[0].isr_nodes) == 3 and m[0])
+        before = wait_full_isr(cluster.bootstrap, topic)
         leader = before.leader_id
 
         p = idempotent_producer(cluster.bootstrap)
         futures: list[tuple[bytes, Any]] = []
         try:
-            sent = 0
-            killed_at = None
-            deadline = time.monotonic() + 120
-            # Produce steadily; kill the leader once some records are acknowledged and
-            # go on until as many again are acknowledged after the kill.
-            while True:
-                assert time.monotonic() < deadline, f"producer stalled after {sent} records"
-                for _ in range(20):
-                    v = f"r{sent:06d}".encode()
-                    futures.append((v, p.send(topic, value=v, partition=0)))
-                    sent += 1
-                time.sleep(0.01)
-                done = sum(1 for _, f in futures if f.is_done)
-                if killed_at is None and done >= 500:
-                    leave_divergent_tail_and_kill(cluster, leader, topic)
-                    killed_at = done
-                if killed_at is not None and done >= killed_at + 1000:
-                    break
+            def send(v: bytes) -> None:
+                futures.append((v, p.send(topic, value=v, partition=0)))
+
+            produce_through_kill(cluster, leader, topic, send,
+                                 lambda: sum(1 for _, f in futures if f.is_done), lambda: time.sleep(0.01))
             p.flush(TIMEOUT * 2)
             acked, errors = outcome(futures)
         finally:
             p.close(10)
         assert errors == []
-        survivors = cluster.bootstrap_without(leader)
-        after = wait_until("a new leader", lambda: (m := partition_metadata(survivors, topic))
-                           and m[0].leader_id not in (leader, -1) and m[0])
-        assert after.leader_epoch > before.leader_epoch
-        assert leader not in after.isr_nodes
-
-        # Every acknowledged record exactly once, in the order produced (one partition).
-        got = read_all(survivors, topic)
-        assert len(got) == len(set(got)), "duplicates"
-        assert set(acked) <= set(got), f"lost {len(set(acked) - set(got))} acknowledged records"
-        assert got == sorted(got)  # produced in this order, so read in it
-        assert not any(v.startswith(b"acks1-") for v in got)  # only the dead leader had them
-
-        # The killed broker comes back: it truncates its divergent tail and rejoins the ISR.
-        cluster.restart(leader)
-        wait_until("the restarted broker back in the ISR",
-                   lambda: leader in partition_metadata(cluster.bootstrap, topic)[0].isr_nodes)
-        # Its tail was cut after asking the new leader with OffsetsForLeaderEpoch.
-        assert any("follower_truncated" in line and "offsets_for_leader_epoch" in line
-                   for line in cluster.procs[leader].log_path.read_text().splitlines())
-        new_leader = partition_metadata(cluster.bootstrap, topic)[0].leader_id
-
-        def same_logs() -> bool:
-            a = log_file(tmp_path / f"data{new_leader}", new_leader, topic)
-            b = log_file(tmp_path / f"data{leader}", leader, topic)
-            return stored_batches(a) == stored_batches(b)
-
-        wait_until("the restarted broker's log equals the leader's", same_logs)
+        got = check_failover(cluster, topic, leader, before, acked, lambda bs: read_all(bs, topic))
+        check_restarted_broker_rejoins(cluster, tmp_path, topic, leader)
         assert read_all(cluster.bootstrap, topic) == got
     finally:
         cluster.stop()

@@ -9,8 +9,9 @@ loss and is called from the (off-loop) flush paths.
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 VERSION = 0
 
@@ -42,8 +43,9 @@ def write_atomically(path: Path, data: bytes, fsync: bool = False) -> None:
     os.replace(tmp, path)
 
 
-def read(path: Path, fields: int) -> list[tuple[int, ...]] | None:
-    """Entries of ``fields`` integers each, or None if the file does not exist."""
+def _entry_lines(path: Path) -> list[list[str]] | None:
+    """The entries of a checkpoint, split into words, after checking its version and
+    count lines; None if the file does not exist."""
     try:
         text = path.read_text("ascii")
     except FileNotFoundError:
@@ -55,47 +57,37 @@ def read(path: Path, fields: int) -> list[tuple[int, ...]] | None:
         if len(lines) < 2 or int(lines[0]) != VERSION:
             raise CheckpointError(f"{path}: unknown version or missing count")
         count = int(lines[1])
-        if count != len(lines) - 2:
-            raise CheckpointError(f"{path}: expected {count} entries, found {len(lines) - 2}")
-        entries = []
-        for line in lines[2:]:
-            parts = line.split()
-            if len(parts) != fields:
-                raise CheckpointError(f"{path}: bad entry {line!r}")
-            entries.append(tuple(int(p) for p in parts))
-        return entries
     except ValueError as exc:
-        if isinstance(exc, CheckpointError):
-            raise
         raise CheckpointError(f"{path}: {exc}") from exc
+    if count != len(lines) - 2:
+        raise CheckpointError(f"{path}: expected {count} entries, found {len(lines) - 2}")
+    return [line.split() for line in lines[2:]]
+
+
+def _parse(path: Path, fields: int, words: list[str], convert: Callable[[list[str]], Any]) -> Any:
+    if len(words) != fields:
+        raise CheckpointError(f"{path}: bad entry {' '.join(words)!r}")
+    try:
+        return convert(words)
+    except ValueError as exc:
+        raise CheckpointError(f"{path}: {exc}") from exc
+
+
+def read(path: Path, fields: int) -> list[tuple[int, ...]] | None:
+    """Entries of ``fields`` integers each, or None if the file does not exist."""
+    entries = _entry_lines(path)
+    if entries is None:
+        return None
+    return [_parse(path, fields, w, lambda w: tuple(int(p) for p in w)) for w in entries]
 
 
 def read_partition_offsets(path: Path) -> dict[tuple[str, int], int] | None:
     """A ``topic partition offset`` checkpoint (Kafka's replication-offset-checkpoint),
     or None if the file does not exist."""
-    try:
-        text = path.read_text("ascii")
-    except FileNotFoundError:
+    entries = _entry_lines(path)
+    if entries is None:
         return None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{path}: {exc}") from exc
-    lines = text.splitlines()
-    try:
-        if len(lines) < 2 or int(lines[0]) != VERSION:
-            raise CheckpointError(f"{path}: unknown version or missing count")
-        if int(lines[1]) != len(lines) - 2:
-            raise CheckpointError(f"{path}: expected {lines[1]} entries, found {len(lines) - 2}")
-        out: dict[tuple[str, int], int] = {}
-        for line in lines[2:]:
-            parts = line.split()
-            if len(parts) != 3:
-                raise CheckpointError(f"{path}: bad entry {line!r}")
-            out[(parts[0], int(parts[1]))] = int(parts[2])
-        return out
-    except ValueError as exc:
-        if isinstance(exc, CheckpointError):
-            raise
-        raise CheckpointError(f"{path}: {exc}") from exc
+    return dict(_parse(path, 3, w, lambda w: ((w[0], int(w[1])), int(w[2]))) for w in entries)
 
 
 def write_partition_offsets(path: Path, offsets: Mapping[tuple[str, int], int], fsync: bool = False) -> None:
