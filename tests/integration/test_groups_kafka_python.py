@@ -48,6 +48,11 @@ class Member:
             bootstrap_servers=bootstrap, group_id=group, auto_offset_reset="earliest",
             enable_auto_commit=False, session_timeout_ms=10000, heartbeat_interval_ms=1000,
         )
+        # The topic's metadata before the first JoinGroup: kafka-python joins without it, and
+        # a group leader that has none assigns nothing ("No partition metadata for topic",
+        # kafka/coordinator/assignors/range.py) until a later refresh makes it rejoin
+        # (seen once in CI, with the 60 s wait below running out).
+        assert self.consumer.partitions_for_topic(topic) == set(range(PARTITIONS))
         self.consumer.subscribe([topic])
         self.records: dict[int, list[tuple[int, bytes]]] = defaultdict(list)
         self.lock = threading.Lock()
