@@ -13,13 +13,14 @@ from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
 
+from refka.common import Endpoint
 from refka.controller.producer_ids import ProducerIdManager
 from refka.protocol import ErrorCode
 from refka.protocol.messages.api_versions import ApiVersions
 
 from . import handlers as _handlers  # noqa: F401  (registers every handler)
 from . import logging as _rlog
-from .config import BrokerConfig, Endpoint
+from .config import BrokerConfig
 from .connection import Connection
 from .fetch_session import FetchSessionCache
 from .group import GroupCoordinator

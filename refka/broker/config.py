@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from refka.common import Endpoint
 
 # name -> (type, default). Types: int, bool, str, float, list (comma separated).
 DEFAULTS: dict[str, tuple[type, Any]] = {
@@ -119,23 +120,8 @@ def env_properties(environ: Mapping[str, str]) -> dict[str, str]:
     return out
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    listener: str
-    host: str
-    port: int
-
-    def __str__(self) -> str:
-        return f"{self.listener}://{self.host}:{self.port}"
-
-
 def parse_listeners(spec: str) -> list[Endpoint]:
-    out = []
-    for item in filter(None, (s.strip() for s in spec.split(","))):
-        name, _, hostport = item.partition("://")
-        host, _, port = hostport.rpartition(":")
-        out.append(Endpoint(name, host.strip("[]"), int(port)))
-    return out
+    return [Endpoint.parse(item) for item in filter(None, (s.strip() for s in spec.split(",")))]
 
 
 class BrokerConfig:

@@ -76,7 +76,7 @@ class ControllerSide:
         self._schedule_config_changes()
         self._info = znodes.BrokerInfo(
             broker_id=b.node_id,
-            endpoints=tuple(znodes.Endpoint(ep.listener, ep.host, ep.port) for ep in b.advertised),
+            endpoints=tuple(b.advertised),
             rack=b.config.rack,
         )
         self.broker_epoch = await admin.register_broker(self.session, self._info)

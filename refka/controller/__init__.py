@@ -7,6 +7,8 @@ registration, ISR changes), ``controller`` (Controller), ``channel``
 (ControllerChannel, over refka.client.connection's BrokerConnection).
 """
 
+from refka.common import Endpoint
+
 from . import admin, znodes
 from .channel import BrokerGoneError, ControllerChannel, request_controlled_shutdown
 from .controller import Controller, ControllerConfig
@@ -20,7 +22,7 @@ from .store import (
     StoreError,
     ZooKeeperStore,
 )
-from .znodes import BrokerInfo, Endpoint, PartitionState
+from .znodes import BrokerInfo, PartitionState
 
 __all__ = [
     "BadVersionError",

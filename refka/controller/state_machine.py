@@ -38,6 +38,8 @@ from collections.abc import Collection, Hashable, Sequence
 from dataclasses import dataclass, replace
 from typing import Generic, TypeVar
 
+from refka.common import TopicPartition
+
 from .znodes import NO_LEADER, PartitionState
 
 RECOVERING = 1  # leader_recovery_state after an unclean election (KIP-704)
@@ -122,7 +124,6 @@ class _StateMachine(Generic[K, S]):
         self.states.clear()
 
 
-TopicPartition = tuple[str, int]
 PartitionReplica = tuple[str, int, int]
 
 

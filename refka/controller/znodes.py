@@ -38,6 +38,8 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from refka.common import Endpoint
+
 # ---- paths ----------------------------------------------------------------------------------
 
 CLUSTER_ID = "/cluster/id"
@@ -133,34 +135,6 @@ def topic_id_from_str(s: str) -> bytes:
 
 
 # ---- /brokers/ids/<id> -----------------------------------------------------------------------
-
-SECURITY_PROTOCOLS = ("PLAINTEXT", "SSL", "SASL_PLAINTEXT", "SASL_SSL")
-
-
-@dataclass(frozen=True, slots=True)
-class Endpoint:
-    listener: str
-    host: str
-    port: int
-    security_protocol: str = "PLAINTEXT"
-
-    def __str__(self) -> str:
-        host = f"[{self.host}]" if ":" in self.host else self.host
-        return f"{self.listener}://{host}:{self.port}"
-
-    @classmethod
-    def parse(cls, text: str, protocol_map: dict[str, str] | None = None) -> Endpoint:
-        """``"PLAINTEXT://host:9092"`` (``[::1]`` for IPv6)."""
-        listener, sep, rest = text.partition("://")
-        if not sep:
-            raise ValueError(f"not an endpoint: {text!r}")
-        host, _, port = rest.rpartition(":")
-        host = host[1:-1] if host.startswith("[") and host.endswith("]") else host
-        protocol = (protocol_map or {}).get(
-            listener, listener if listener in SECURITY_PROTOCOLS else "PLAINTEXT"
-        )
-        return cls(listener, host, int(port), protocol)
-
 
 @dataclass(frozen=True)
 class BrokerInfo:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
-TopicPartition = tuple[str, int]
+from refka.common import TopicPartition
 
 CONSUMER_PROTOCOL_TYPE = "consumer"
 

@@ -75,6 +75,7 @@ from typing import TYPE_CHECKING
 
 import structlog
 
+from refka.common import TopicPartition
 from refka.protocol.records import (
     BatchHeader,
     Record,
@@ -112,7 +113,6 @@ _TIME_ENTRY_SIZE = 12
 _WRITE_CHUNK = 1024 * 1024
 _SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
-TopicPartition = tuple[str, int]
 Clock = Callable[[], int]
 
 

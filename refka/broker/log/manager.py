@@ -38,6 +38,8 @@ from typing import NamedTuple
 
 import structlog
 
+from refka.common import TopicPartition
+
 from . import checkpoint
 from .config import LogConfig
 from .log import Clock, PartitionLog, wall_clock_ms
@@ -48,7 +50,6 @@ _log = structlog.get_logger("refka.log")
 DELETE_DIR_SUFFIX = "-delete"
 HIGH_WATERMARK_FILE = "replication-offset-checkpoint"  # Kafka's name, per log dir
 
-TopicPartition = tuple[str, int]
 
 
 class RetentionResult(NamedTuple):
