@@ -1,9 +1,17 @@
-"""One broker: listeners, its partitions, its metadata cache, its controller candidacy.
+"""One broker: the wiring of its parts, its listeners and its lifecycle.
+
+This module and server.py are the only ones that hold a ``Broker``; every
+collaborator is built here from the few things it uses (node id, config,
+metadata cache, the ``spawn`` of tracked tasks, the replica manager's lookup,
+the controller side as ISR writer). The request handlers see the broker's
+parts through their request context (``ctx.broker``): its metadata cache,
+replica manager, group coordinator, controller side and the waits below.
 
 Start-up order: listeners accept first (the controller reaches every broker,
 itself included, over the Kafka protocol), then the broker registers
-``/brokers/ids/<id>`` in the metadata store and runs for controller; it is
-ready once the controller's first UpdateMetadata names it.
+``/brokers/ids/<id>`` in the metadata store and runs for controller
+(``attach_controller_side``, server.py); it is ready once the controller's
+first UpdateMetadata names it.
 """
 
 from __future__ import annotations
@@ -14,20 +22,18 @@ from pathlib import Path
 from typing import Any
 
 from refka.common import Endpoint
-from refka.controller.producer_ids import ProducerIdManager
 from refka.protocol import ErrorCode
-from refka.protocol.messages.api_versions import ApiVersions
 
 from . import handlers as _handlers  # noqa: F401  (registers every handler)
 from . import logging as _rlog
 from .config import BrokerConfig
 from .connection import Connection
+from .controller_side import ControllerSide, ProducerIdManager
 from .fetch_session import FetchSessionCache
 from .group import GroupCoordinator
 from .log import LogManager
 from .logging import get_logger
 from .metadata_cache import MetadataCache
-from .registry import HANDLERS
 from .replica_manager import ReplicaManager
 from .stats import Stats
 
@@ -44,14 +50,12 @@ class Broker:
         self.connections: set[Connection] = set()
         self.tasks: set[asyncio.Task[Any]] = set()
         self.servers: list[asyncio.base_events.Server] = []
-        self.topic_configs: dict[str, dict[str, str]] = {}
         log_dirs = None if memory else (config.log_dirs if data_dir is None else [data_dir])
         self.logs = LogManager(log_dirs, memory=memory)
-        self.replicas = ReplicaManager(self, self.logs)
+        self.replicas = ReplicaManager(self.node_id, config, self.logs, self.metadata, self.spawn)
         self.request_log = _rlog.DEBUG
         self.ready = asyncio.Event()
-        self.controller_side: Any = None  # set by the cluster wiring (refka.broker.server)
-        self._api_versions_cache: dict[int, Any] = {}
+        self.controller_side: ControllerSide | None = None  # attach_controller_side
         self.controller_epoch = -1  # newest controller epoch seen (fencing of old controllers)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self._metadata_waiters: list[asyncio.Future[None]] = []
@@ -62,11 +66,19 @@ class Broker:
 
     # -- lifecycle
 
+    def attach_controller_side(self, side: ControllerSide) -> None:
+        """The broker's session with the metadata store (made by the cluster wiring,
+        server.py, which starts it): its admin writes, ISR writes and controller."""
+        self.controller_side = side
+        self.replicas.replication.isr_writer = side
+
     async def start_listeners(self) -> None:
         loop = asyncio.get_running_loop()
+        max_frame = self.config["socket.request.max.bytes"]
         for ep in self.config.listeners:
             server = await loop.create_server(
-                lambda ep=ep: Connection(self, ep.listener), ep.host, ep.port, reuse_address=True
+                lambda ep=ep: Connection(self, ep.listener, max_frame),
+                ep.host, ep.port, reuse_address=True
             )
             self.servers.append(server)
             log.info("listening", broker=self.node_id, listener=str(ep))
@@ -163,22 +175,6 @@ class Broker:
         """The metadata no longer has this incarnation of the topic."""
         now = self.metadata.topics.get(meta.name)
         return (now is None or now.topic_id != meta.topic_id) and self.metadata.topic_by_id(meta.topic_id) is None
-
-    # -- shared answers
-
-    def api_versions_response(self, error: ErrorCode) -> Any:
-        cached = self._api_versions_cache.get(int(error))
-        if cached is None:
-            R = ApiVersions.Response
-            cached = R(
-                error_code=error,
-                api_keys=[
-                    R.ApiVersion(api_key=h.api.key, min_version=h.min_version, max_version=h.max_version)
-                    for h in sorted(HANDLERS.values(), key=lambda h: h.api.key)
-                ],
-            )
-            self._api_versions_cache[int(error)] = cached
-        return cached
 
     async def auto_create_topic(self, name: str) -> None:
         side = self.controller_side

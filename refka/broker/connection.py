@@ -31,7 +31,7 @@ import time
 from collections import deque
 from dataclasses import replace
 from types import CoroutineType
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from refka.protocol import (
     DecodeError,
@@ -44,10 +44,8 @@ from refka.protocol.codec import EncodeError
 from refka.protocol.messages.api_versions import ApiVersions
 
 from .logging import get_logger
-from .registry import HANDLERS, Handler
-
-if TYPE_CHECKING:
-    from .broker import Broker
+from .registry import HANDLERS, Handler, api_versions_response
+from .stats import Stats
 
 log = get_logger("refka.connection")
 
@@ -57,10 +55,21 @@ _MIN_READ = 64 * 1024  # room offered to each socket read
 _FRAME_LEN = struct.Struct(">i").unpack_from
 
 
+class ConnectionOwner(Protocol):
+    """What a connection needs of its broker (broker.py's ``Broker`` is one). The same
+    object reaches the handlers as ``ctx.broker``: the broker's parts they translate
+    requests into (metadata cache, replica manager, group coordinator, controller side)."""
+
+    connections: set[Connection]
+    ready: asyncio.Event  # set once the controller's first UpdateMetadata named this broker
+    stats: Stats
+    request_log: bool
+
+
 class RequestContext:
     __slots__ = ("broker", "conn", "api_key", "api_version", "correlation_id", "client_id", "received")
 
-    def __init__(self, broker: Broker, conn: Connection, api_key: int, api_version: int,
+    def __init__(self, broker: ConnectionOwner, conn: Connection, api_key: int, api_version: int,
                  correlation_id: int, client_id: str | None) -> None:
         self.broker = broker
         self.conn = conn
@@ -80,11 +89,11 @@ class _Slot:
 
 
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, broker: Broker, listener: str) -> None:
+    def __init__(self, broker: ConnectionOwner, listener: str, max_frame_size: int) -> None:
         self.broker = broker
         self.listener = listener
         self.transport: asyncio.Transport | None = None
-        self.max_frame_size = broker.config["socket.request.max.bytes"]
+        self.max_frame_size = max_frame_size  # socket.request.max.bytes
         self._buf = bytearray(_RECV_BUFFER)
         self._mv = memoryview(self._buf)
         self._start = 0  # first byte not yet handled
@@ -296,7 +305,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def _answer_api_versions_fallback(self, correlation_id: int) -> None:
         """KIP-511: an unknown ApiVersions version gets a v0 answer with the error."""
-        resp = self.broker.api_versions_response(ErrorCode.UNSUPPORTED_VERSION)
+        resp = api_versions_response(ErrorCode.UNSUPPORTED_VERSION)
         body = ApiVersions.encode_response(resp, 0)
         header = encode_response_header(correlation_id, 0)
         size = len(header) + sum(len(c) for c in body)

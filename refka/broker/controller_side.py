@@ -1,4 +1,7 @@
-"""The broker's small interface to the controller package.
+"""The broker's one interface to the controller package: the only broker module
+that imports ``refka.controller``. What the rest of the broker needs from there
+(the errors admin writes raise, topic-name rules, producer id blocks) is
+re-exported below; everything else goes through ``ControllerSide``.
 
 Each broker has its own metadata-store session: it registers
 ``/brokers/ids/<id>`` (ephemeral) on it, runs for controller on it, and does
@@ -21,14 +24,17 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from refka.controller import admin, znodes
+from refka.controller.admin import AdminError, InvalidTopicError, TopicExistsError, validate_topic_name
 from refka.controller.channel import ControllerChannel, request_controlled_shutdown
 from refka.controller.controller import Controller
+from refka.controller.producer_ids import ProducerIdManager, ProducerIdsExhaustedError
 from refka.controller.store import (
+    BadVersionError,
     EmbeddedStore,
     MetadataStore,
     NoNodeError,
@@ -39,10 +45,23 @@ from refka.controller.store import (
 )
 from refka.protocol import ErrorCode
 
+from .config import BrokerConfig
 from .logging import get_logger
+from .metadata_cache import MetadataCache
+from .partition import Partition, PartitionState
+from .replica_manager import ReplicaManager
 
-if TYPE_CHECKING:
-    from .broker import Broker
+__all__ = [
+    "AdminError",
+    "ControllerSide",
+    "InvalidTopicError",
+    "ProducerIdManager",
+    "ProducerIdsExhaustedError",
+    "StoreError",
+    "TopicExistsError",
+    "open_store",
+    "validate_topic_name",
+]
 
 log = get_logger("refka.controller_side")
 
@@ -58,8 +77,18 @@ def open_store(zookeeper: str | None, journal_dir: Path | None, session_timeout_
 
 
 class ControllerSide:
-    def __init__(self, broker: Broker, store: MetadataStore) -> None:
-        self.broker = broker
+    """One broker's store session, controller candidacy and admin writes. Built from the
+    few things it uses: the broker's id and config, its metadata cache (the cluster id
+    goes there), its replica manager (topic config changes reach the partition logs
+    through it) and its task spawner. Also the replication's ``IsrWriter``."""
+
+    def __init__(self, store: MetadataStore, node_id: int, config: BrokerConfig, metadata: MetadataCache,
+                 replicas: ReplicaManager, spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]]) -> None:
+        self.node_id = node_id
+        self.config = config
+        self.metadata = metadata
+        self.replicas = replicas
+        self.spawn = spawn
         self.session = store.open_session()
         self.controller: Controller | None = None
         self.broker_epoch = -1
@@ -69,25 +98,31 @@ class ControllerSide:
         self._config_changes_task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        b = self.broker
         await self.session.start()
         self.session.add_listener(self._on_session_state)
-        b.metadata.cluster_id = await admin.ensure_cluster(self.session)
+        self.metadata.cluster_id = await admin.ensure_cluster(self.session)
         self._schedule_config_changes()
         self._info = znodes.BrokerInfo(
-            broker_id=b.node_id,
-            endpoints=tuple(b.advertised),
-            rack=b.config.rack,
+            broker_id=self.node_id,
+            endpoints=tuple(self.config.advertised_listeners),
+            rack=self.config.rack,
         )
         self.broker_epoch = await admin.register_broker(self.session, self._info)
-        self.controller = Controller(self.session, b.node_id, ControllerChannel(b.node_id), b.config.raw)
+        self.controller = Controller(self.session, self.node_id, ControllerChannel(self.node_id), self.config.raw)
         await self.controller.start()
-        log.info("broker_registered", broker=b.node_id, broker_epoch=self.broker_epoch)
+        log.info("broker_registered", broker=self.node_id, broker_epoch=self.broker_epoch)
+
+    @property
+    def active_controller(self) -> Controller | None:
+        """This broker's controller when it is the active one (the admin APIs that only
+        the controller answers: elections, reassignments), else None."""
+        c = self.controller
+        return c if c is not None and c.is_active else None
 
     def _on_session_state(self, state: SessionState) -> None:
         # A new session after expiry lost our ephemeral registration: register again.
         if state == SessionState.CONNECTED and self._info is not None and self.broker_epoch >= 0:
-            self.broker.spawn(self._reregister())
+            self.spawn(self._reregister())
             self._schedule_config_changes()  # the watch went with the old session
 
     async def _reregister(self) -> None:
@@ -95,7 +130,7 @@ class ControllerSide:
         try:
             self.broker_epoch = await admin.register_broker(self.session, self._info)
         except Exception as e:  # the next CONNECTED tries again
-            log.warning("broker_reregister_failed", broker=self.broker.node_id, error=str(e))
+            log.warning("broker_reregister_failed", broker=self.node_id, error=str(e))
 
     async def controlled_shutdown(self, max_retries: int | None = None) -> bool:
         """Asks the controller to move leadership off this broker before it stops (Kafka's
@@ -103,44 +138,45 @@ class ControllerSide:
         ``controlled.shutdown.retry.backoff.ms`` apart, until the controller answers NONE with
         no partition left that this broker leads (partitions with one replica do not count).
         True when it succeeded; the broker stops either way."""
-        b = self.broker
-        cfg = b.config
+        cfg = self.config
+        node_id = self.node_id
         attempts = cfg["controlled.shutdown.max.retries"] if max_retries is None else max_retries
         backoff = cfg["controlled.shutdown.retry.backoff.ms"] / 1000
-        listener = b.advertised[0].listener if b.advertised else None
+        advertised = cfg.advertised_listeners
+        listener = advertised[0].listener if advertised else None
         for attempt in range(1, max(attempts, 1) + 1):
             outcome = "no_controller"
             try:
                 cid = self.controller.active_controller_id if self.controller is not None else -1
-                if cid == b.node_id and self.controller is not None:
-                    error, remaining = await self.controller.controlled_shutdown(b.node_id, self.broker_epoch)
+                if cid == node_id and self.controller is not None:
+                    error, remaining = await self.controller.controlled_shutdown(node_id, self.broker_epoch)
                     outcome = ErrorCode(error).name
-                elif cid >= 0 and (m := b.metadata.brokers.get(cid)) is not None and \
+                elif cid >= 0 and (m := self.metadata.brokers.get(cid)) is not None and \
                         (ep := m.endpoint(listener)) is not None:
                     code, remaining = await request_controlled_shutdown(
-                        ep[0], ep[1], b.node_id, self.broker_epoch, timeout=30.0)
+                        ep[0], ep[1], node_id, self.broker_epoch, timeout=30.0)
                     error = ErrorCode(code)
                     outcome = error.name
                 else:
                     error, remaining = ErrorCode.NOT_CONTROLLER, []
                 if error == ErrorCode.NONE and not remaining:
-                    log.info("controlled_shutdown_succeeded", broker=b.node_id, attempt=attempt)
+                    log.info("controlled_shutdown_succeeded", broker=node_id, attempt=attempt)
                     return True
                 if error == ErrorCode.NONE:
                     outcome = f"{len(remaining)} partitions still led"
             except (TimeoutError, OSError, ConnectionError) as e:
                 outcome = repr(e)
-            log.warning("controlled_shutdown_attempt_failed", broker=b.node_id, attempt=attempt, reason=outcome)
+            log.warning("controlled_shutdown_attempt_failed", broker=node_id, attempt=attempt, reason=outcome)
             if attempt < attempts:
                 await asyncio.sleep(backoff)
-        log.warning("controlled_shutdown_failed", broker=b.node_id, attempts=attempts)
+        log.warning("controlled_shutdown_failed", broker=node_id, attempts=attempts)
         return False
 
     async def stop(self) -> None:
         if self.controller is not None:
             await self.controller.stop()
         try:
-            await admin.deregister_broker(self.session, self.broker.node_id)
+            await admin.deregister_broker(self.session, self.node_id)
         except Exception as e:
             log.debug("broker_deregister_failed", error=str(e))
         await self.session.stop()
@@ -182,7 +218,7 @@ class ControllerSide:
     def _schedule_config_changes(self) -> None:
         self._config_changes_pending = True
         if self._config_changes_task is None or self._config_changes_task.done():
-            self._config_changes_task = self.broker.spawn(self._process_config_changes())
+            self._config_changes_task = self.spawn(self._process_config_changes())
 
     async def _process_config_changes(self) -> None:
         while self._config_changes_pending:
@@ -192,7 +228,7 @@ class ControllerSide:
                                                             watch=self._watch_config_changes)
                 await self._handle_config_changes(children)
             except StoreError as e:  # a new session (CONNECTED) schedules another read
-                log.warning("config_changes_unreadable", broker=self.broker.node_id, error=repr(e))
+                log.warning("config_changes_unreadable", broker=self.node_id, error=repr(e))
                 return
 
     async def _handle_config_changes(self, children: list[str]) -> None:
@@ -231,26 +267,46 @@ class ControllerSide:
 
     async def _topic_config_changed(self, topic: str) -> None:
         """Re-read the topic's overrides and hand every local log of it the new LogConfig."""
-        b = self.broker
-        if topic not in b.topic_configs and not self._hosted(topic):
+        configs = self.replicas.topic_configs
+        if topic not in configs and not self._hosted(topic):
             return  # read when a partition of it arrives (LeaderAndIsr)
         try:
             overrides = await admin.get_topic_config(self.session, topic)
         except admin.UnknownTopicError:
             return
         parts = self._hosted(topic)
-        if topic not in b.topic_configs and not parts:
+        if topic not in configs and not parts:
             return
-        b.topic_configs[topic] = overrides
+        configs[topic] = overrides
         try:
-            cfg = b.replicas.log_config(topic)
+            cfg = self.replicas.log_config(topic)
         except ValueError as e:  # validated on the way in; an older refka may have written it
             log.warning("topic_config_not_applied", topic=topic, error=str(e))
             return
         for p in parts:
             p.log.update_config(cfg)
-        log.info("topic_config_applied", broker=b.node_id, topic=topic, overrides=overrides,
+        log.info("topic_config_applied", broker=self.node_id, topic=topic, overrides=overrides,
                  partitions=len(parts))
 
-    def _hosted(self, topic: str) -> list:
-        return [p for (t, _i), p in list(self.broker.replicas.partitions.items()) if t == topic]
+    def _hosted(self, topic: str) -> list[Partition]:
+        return [p for (t, _i), p in list(self.replicas.partitions.items()) if t == topic]
+
+    # -- the leader's ISR writes (replication.manager.IsrWriter)
+
+    async def write_isr(self, topic: str, partition: int, state: PartitionState, isr: list[int]) -> int | None:
+        new = znodes.PartitionState(leader=state.leader, leader_epoch=state.leader_epoch, isr=tuple(isr),
+                                    controller_epoch=state.controller_epoch,
+                                    leader_recovery_state=state.leader_recovery_state)
+        try:
+            return await admin.update_isr(self.session, topic, partition, new, state.zk_version)
+        except BadVersionError:
+            log.info("isr_update_conflict", topic=topic, partition=partition, zk_version=state.zk_version)
+        except StoreError as e:
+            log.warning("isr_update_failed", topic=topic, partition=partition, error=repr(e))
+        return None
+
+    async def notify_isr_change(self, topic: str, partition: int) -> None:
+        try:
+            await admin.notify_isr_change(self.session, [(topic, partition)])
+        except StoreError as e:
+            log.warning("isr_change_notify_failed", topic=topic, partition=partition, error=repr(e))

@@ -12,48 +12,48 @@ so their effect can be measured.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from refka.protocol import ErrorCode
 
-if TYPE_CHECKING:
-    from .broker import Broker
-    from .replica_manager import Partition
+from .config import BrokerConfig
+from .metadata_cache import MetadataCache
+from .partition import Partition
+from .replica_manager import ReplicaManager
 
 
-def local_leader(broker: Broker, topic: str, partition: int,
+def local_leader(replicas: ReplicaManager, metadata: MetadataCache, topic: str, partition: int,
                  current_leader_epoch: int = -1) -> tuple[Partition | None, ErrorCode]:
     """The partition if this broker leads it at the request's epoch, else the error
     to answer: NOT_LEADER_OR_FOLLOWER (it exists elsewhere), UNKNOWN_TOPIC_OR_PARTITION,
     or KIP-320's FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH."""
-    part = broker.replicas.get(topic, partition)
+    part = replicas.get(topic, partition)
     if part is None or not part.is_leader:
-        known = part is not None or broker.metadata.partition(topic, partition) is not None
+        known = part is not None or metadata.partition(topic, partition) is not None
         return None, ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
     err = part.check_leader_epoch(current_leader_epoch)
     return (part, err) if err == ErrorCode.NONE else (None, err)
 
 
-def current_leader(broker: Broker, topic: str, partition: int) -> tuple[int, int] | None:
+def current_leader(replicas: ReplicaManager, metadata: MetadataCache, topic: str,
+                   partition: int) -> tuple[int, int] | None:
     """(leader id, leader epoch) as this broker knows them, or None."""
-    p = broker.replicas.get(topic, partition)
+    p = replicas.get(topic, partition)
     if p is not None and p.state.leader >= 0:
         return p.state.leader, p.state.leader_epoch
-    m = broker.metadata.partition(topic, partition)
+    m = metadata.partition(topic, partition)
     if m is not None and m.leader >= 0:
         return m.leader, m.leader_epoch
     return None
 
 
-def hints_enabled(broker: Broker) -> bool:
-    return bool(broker.config["leader.discovery.hints.enable"])
+def hints_enabled(config: BrokerConfig) -> bool:
+    return bool(config["leader.discovery.hints.enable"])
 
 
-def node_endpoints(broker: Broker, leader_ids: set[int], listener: str, cls: type) -> list:
+def node_endpoints(metadata: MetadataCache, leader_ids: set[int], listener: str, cls: type) -> list:
     """One ``cls(node_id, host, port, rack)`` per known leader, sorted by id."""
     out = []
     for node_id in sorted(leader_ids):
-        b = broker.metadata.brokers.get(node_id)
+        b = metadata.brokers.get(node_id)
         if b is None:
             continue
         ep = b.endpoint(listener)

@@ -15,8 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from refka.protocol import Api
+from refka.protocol import Api, ErrorCode
 from refka.protocol.messages import APIS
+from refka.protocol.messages.api_versions import ApiVersions
 
 
 @dataclass(frozen=True)
@@ -58,3 +59,23 @@ def handles(api_key: int, min_version: int, max_version: int, *, inter_broker: b
 def served_versions() -> list[tuple[int, str, int, int]]:
     """(key, name, min, max) of every served API, by key."""
     return sorted((h.api.key, h.api.name, h.min_version, h.max_version) for h in HANDLERS.values())
+
+
+_api_versions_answers: dict[int, Any] = {}
+
+
+def api_versions_response(error: ErrorCode) -> Any:
+    """The ApiVersions answer with ``error``: every registered handler's key and versions
+    (built once per error code; handlers are all registered by the time anyone asks)."""
+    cached = _api_versions_answers.get(int(error))
+    if cached is None:
+        R = ApiVersions.Response
+        cached = R(
+            error_code=error,
+            api_keys=[
+                R.ApiVersion(api_key=h.api.key, min_version=h.min_version, max_version=h.max_version)
+                for h in sorted(HANDLERS.values(), key=lambda h: h.api.key)
+            ],
+        )
+        _api_versions_answers[int(error)] = cached
+    return cached

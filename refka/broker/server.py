@@ -65,8 +65,8 @@ class Cluster:
     async def start_broker(self, cfg: BrokerConfig) -> Broker:
         b = Broker(cfg, memory=self.memory)
         await b.start_listeners()
-        side = ControllerSide(b, self.store)
-        b.controller_side = side
+        side = ControllerSide(self.store, b.node_id, cfg, b.metadata, b.replicas, b.spawn)
+        b.attach_controller_side(side)
         await side.start()
         b.spawn(b.replicas.retention_loop(cfg["log.retention.check.interval.ms"]))
         b.spawn(b.replicas.checkpoint_loop(cfg["replica.high.watermark.checkpoint.interval.ms"]))

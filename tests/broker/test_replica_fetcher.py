@@ -114,7 +114,7 @@ async def test_a_partition_answered_with_an_error_is_named_in_full_again():
     out as unchanged (the leader's session would keep serving the error)."""
     import asyncio
 
-    from refka.broker.replica_manager import PartitionState
+    from refka.broker.partition import PartitionState
     from refka.protocol import ErrorCode
     from refka.protocol.messages.fetch import Fetch
 
@@ -143,7 +143,7 @@ async def test_a_partition_answered_with_an_error_is_named_in_full_again():
 def test_the_leader_names_a_session_partition_once_it_knows_the_topic():
     from refka.broker.fetch_session import SessionPartition
     from refka.broker.handlers.fetch import _resolve_name
-    from refka.broker.replica_manager import PartitionState
+    from refka.broker.partition import PartitionState
 
     b = memory_broker(0)
     tid = b"\x09" * 16

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from refka.broker.log import LogConfig, PartitionLog
-from refka.broker.replica_manager import Partition, PartitionState
+from refka.broker.partition import Partition, PartitionState
 from refka.broker.replication.fetcher import truncation_offset
 from refka.broker.replication.isr import (
     FollowerState,

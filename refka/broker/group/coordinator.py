@@ -556,7 +556,7 @@ class GroupCoordinator:
                 return t.initial_partition_count
             return settings.num_partitions
 
-        store = storage.LogStore(broker, broker.config["offsets.load.buffer.size"])
+        store = storage.LogStore(broker.replicas.get, broker.config["offsets.load.buffer.size"])
         return cls(settings, store, partition_count=partition_count, spawn=broker.spawn)
 
     def partition_for(self, group_id: str) -> int:

@@ -40,7 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import struct
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -52,7 +52,7 @@ from ..log import LogError, RecordTooLargeError
 from .offsets import CommittedOffset
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from ..partition import Partition
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -381,14 +381,16 @@ class AppendResult:
 
 
 class LogStore:
-    """The __consumer_offsets partitions this broker leads, as the coordinator sees them."""
+    """The __consumer_offsets partitions this broker leads, as the coordinator sees them,
+    found through ``partition(topic, index)`` (the replica manager's lookup)."""
 
-    def __init__(self, broker: Broker, load_buffer_bytes: int = 5 * 1024 * 1024) -> None:
-        self.broker = broker
+    def __init__(self, partition: Callable[[str, int], Partition | None],
+                 load_buffer_bytes: int = 5 * 1024 * 1024) -> None:
+        self._lookup = partition
         self.load_buffer_bytes = load_buffer_bytes
 
-    def _partition(self, index: int) -> Any:
-        return self.broker.replicas.get(OFFSETS_TOPIC, index)
+    def _partition(self, index: int) -> Partition | None:
+        return self._lookup(OFFSETS_TOPIC, index)
 
     def append(self, index: int, records: list[tuple[bytes, bytes | None]]) -> AppendResult:
         """One batch with these records, appended as leader. Errors as the coordinator
@@ -411,23 +413,17 @@ class LogStore:
         return part is not None and part.high_watermark > last_offset
 
     async def wait_replicated(self, index: int, last_offset: int, timeout_ms: int) -> ErrorCode:
-        """acks=-1 for the coordinator's own writes: until the high watermark passes them.
-        Not replicated in time is COORDINATOR_NOT_AVAILABLE (as Kafka maps REQUEST_TIMED_OUT)."""
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + timeout_ms / 1000
-        while True:
-            part = self._partition(index)
-            if part is None or not part.is_leader:
-                return ErrorCode.NOT_COORDINATOR
-            if part.high_watermark > last_offset:
-                return ErrorCode.NONE
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                return ErrorCode.COORDINATOR_NOT_AVAILABLE
-            try:
-                await asyncio.wait_for(part.wait_for_data(), remaining)
-            except TimeoutError:
-                pass
+        """acks=-1 for the coordinator's own writes: until the high watermark passes them
+        (the partition's acks=all wait). Not replicated in time is COORDINATOR_NOT_AVAILABLE
+        (as Kafka maps REQUEST_TIMED_OUT); a partition no longer led here NOT_COORDINATOR."""
+        part = self._partition(index)
+        if part is None:
+            return ErrorCode.NOT_COORDINATOR
+        deadline = asyncio.get_running_loop().time() + timeout_ms / 1000
+        error = await part.wait_for_high_watermark(last_offset + 1, deadline)
+        if error == ErrorCode.REQUEST_TIMED_OUT:
+            return ErrorCode.COORDINATOR_NOT_AVAILABLE
+        return ErrorCode.NONE if error == ErrorCode.NONE else ErrorCode.NOT_COORDINATOR
 
     async def read(self, index: int) -> AsyncIterator[tuple[bytes | None, bytes | None]]:
         """Every record of the partition from its log start offset to its log end offset

@@ -35,9 +35,9 @@ RPart = RTopic.ReassignablePartitionResponse
 @handles(AlterPartitionReassignments.key, 0, 1)
 async def handle_alter_partition_reassignments(ctx, req):
     side = ctx.broker.controller_side
-    controller = side.controller if side is not None else None
+    controller = side.active_controller if side is not None else None
     allow = req.allow_replication_factor_change if ctx.api_version >= 1 else True
-    if controller is None or not controller.is_active:
+    if controller is None:
         return Resp(throttle_time_ms=0, allow_replication_factor_change=allow, error_code=ErrorCode.NOT_CONTROLLER,
                     error_message="This is not the correct controller for this cluster.", responses=[])
     targets: dict[tuple[str, int], list[int] | None] = {}

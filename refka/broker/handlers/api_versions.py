@@ -15,9 +15,9 @@ Version notes:
 from refka.protocol import ErrorCode
 from refka.protocol.messages.api_versions import ApiVersions
 
-from ..registry import handles
+from ..registry import api_versions_response, handles
 
 
 @handles(ApiVersions.key, 0, 4)
 def handle_api_versions(ctx, req):
-    return ctx.broker.api_versions_response(ErrorCode.NONE)
+    return api_versions_response(ErrorCode.NONE)

@@ -35,8 +35,8 @@ RPart = Resp.RemainingPartition
 @handles(ControlledShutdown.key, 0, 3, inter_broker=True)
 async def handle_controlled_shutdown(ctx, req):
     side = ctx.broker.controller_side
-    controller = side.controller if side is not None else None
-    if controller is None or not controller.is_active:
+    controller = side.active_controller if side is not None else None
+    if controller is None:
         return Resp(error_code=ErrorCode.NOT_CONTROLLER, remaining_partitions=[])
     broker_epoch = req.broker_epoch if ctx.api_version >= 2 else -1
     error, remaining = await controller.controlled_shutdown(req.broker_id, broker_epoch)

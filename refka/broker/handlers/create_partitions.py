@@ -20,10 +20,10 @@ from __future__ import annotations
 
 import asyncio
 
-from refka.controller.admin import AdminError
 from refka.protocol import ErrorCode
 from refka.protocol.messages.create_partitions import CreatePartitions
 
+from ..controller_side import AdminError
 from ..registry import handles
 
 Resp = CreatePartitions.Response

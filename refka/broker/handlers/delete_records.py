@@ -27,7 +27,7 @@ RPart = RTopic.DeleteRecordsPartitionResult
 
 def _delete(broker, topic: str, p) -> RPart:
     out = RPart(partition_index=p.partition_index, low_watermark=-1, error_code=ErrorCode.NONE)
-    part, err = local_leader(broker, topic, p.partition_index)
+    part, err = local_leader(broker.replicas, broker.metadata, topic, p.partition_index)
     if part is None:
         out.error_code = err
         return out

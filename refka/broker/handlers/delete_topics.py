@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import asyncio
 
-from refka.controller.admin import AdminError
 from refka.protocol import ErrorCode
 from refka.protocol.messages.delete_topics import DeleteTopics
 
+from ..controller_side import AdminError
 from ..metadata_cache import ZERO_UUID
 from ..registry import handles
 

@@ -77,8 +77,8 @@ async def handle_elect_leaders(ctx, req):
     if election_type not in (ELECTION_PREFERRED, ELECTION_UNCLEAN):
         return _response({tp: ErrorCode.INVALID_REQUEST for tp in tps or []}, ErrorCode.INVALID_REQUEST)
     side = broker.controller_side
-    controller = side.controller if side is not None else None
-    if controller is None or not controller.is_active:
+    controller = side.active_controller if side is not None else None
+    if controller is None:
         return _response({tp: ErrorCode.NOT_CONTROLLER for tp in tps or []},
                          ErrorCode.NOT_CONTROLLER if every else ErrorCode.NONE)
     if election_type == ELECTION_PREFERRED:

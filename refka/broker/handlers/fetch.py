@@ -272,7 +272,7 @@ async def _long_poll(ctx, req, session, incremental, plan, max_bytes, replica: i
 def _respond(ctx, session, incremental: bool, reads: list[_Read]):
     broker = ctx.broker
     v = ctx.api_version
-    want_hints = v >= 16 and hints_enabled(broker)
+    want_hints = v >= 16 and hints_enabled(broker.config)
     hinted: set[int] = set()
     topics: list = []
     by_topic: dict = {}
@@ -297,7 +297,7 @@ def _respond(ctx, session, incremental: bool, reads: list[_Read]):
             diverging_epoch=r.diverging,
         )
         if r.error in HINTED and want_hints:
-            hint = current_leader(broker, sp.topic, sp.partition)
+            hint = current_leader(broker.replicas, broker.metadata, sp.topic, sp.partition)
             if hint is not None:  # on FENCED_LEADER_EPOCH that may be this broker itself
                 p.current_leader = RLeader(leader_id=hint[0], leader_epoch=hint[1])
                 hinted.add(hint[0])
@@ -309,5 +309,5 @@ def _respond(ctx, session, incremental: bool, reads: list[_Read]):
         t.partitions.append(p)
     resp = Resp(error_code=NONE, session_id=session.session_id if session is not None else 0, responses=topics)
     if hinted:
-        resp.node_endpoints = node_endpoints(broker, hinted, ctx.conn.listener, REndpoint)
+        resp.node_endpoints = node_endpoints(broker.metadata, hinted, ctx.conn.listener, REndpoint)
     return resp

@@ -21,10 +21,10 @@ Version notes:
 
 from __future__ import annotations
 
-from refka.controller.admin import TopicExistsError
 from refka.protocol import ErrorCode
 from refka.protocol.messages.find_coordinator import KEY_TYPE_GROUP, KEY_TYPE_TRANSACTION, FindCoordinator
 
+from ..controller_side import TopicExistsError
 from ..group import OFFSETS_TOPIC
 from ..logging import get_logger
 from ..registry import handles

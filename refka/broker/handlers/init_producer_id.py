@@ -26,11 +26,10 @@ Version notes:
 
 from __future__ import annotations
 
-from refka.controller.producer_ids import ProducerIdsExhaustedError
-from refka.controller.store import StoreError
 from refka.protocol import ErrorCode
 from refka.protocol.messages.init_producer_id import InitProducerId
 
+from ..controller_side import ProducerIdsExhaustedError, StoreError
 from ..logging import get_logger
 from ..registry import handles
 

@@ -37,8 +37,8 @@ from refka.protocol.messages.leader_and_isr import TYPE_FULL, LeaderAndIsr
 
 from ..group import OFFSETS_TOPIC
 from ..metadata_cache import ZERO_UUID
+from ..partition import PartitionState
 from ..registry import handles
-from ..replica_manager import PartitionState
 
 Resp = LeaderAndIsr.Response
 RPartErr = Resp.LeaderAndIsrPartitionError
@@ -79,8 +79,8 @@ async def handle_leader_and_isr(ctx, req):
         if existing is not None and existing.topic_id == topic_id and ps.leader_epoch < existing.leader_epoch:
             err = ErrorCode.STALE_CONTROLLER_EPOCH
         else:
-            if existing is None and side is not None and topic not in broker.topic_configs:
-                broker.topic_configs[topic] = await side.topic_configs(topic)
+            if existing is None and side is not None and topic not in broker.replicas.topic_configs:
+                broker.replicas.topic_configs[topic] = await side.topic_configs(topic)
             state = PartitionState(
                 leader=ps.leader, leader_epoch=ps.leader_epoch, isr=list(ps.isr), replicas=list(ps.replicas),
                 partition_epoch=ps.partition_epoch, controller_epoch=ps.controller_epoch,

@@ -36,7 +36,7 @@ LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
 
 def _answer(broker, topic: str, p, v: int) -> RPart:
     out = RPart(partition_index=p.partition_index, error_code=ErrorCode.NONE, timestamp=-1, offset=-1, leader_epoch=-1)
-    part, err = local_leader(broker, topic, p.partition_index, p.current_leader_epoch)
+    part, err = local_leader(broker.replicas, broker.metadata, topic, p.partition_index, p.current_leader_epoch)
     if part is None:
         out.error_code = err
         return out

@@ -29,8 +29,8 @@ RPart = RTopic.OngoingPartitionReassignment
 @handles(ListPartitionReassignments.key, 0, 0)
 def handle_list_partition_reassignments(ctx, req):
     side = ctx.broker.controller_side
-    controller = side.controller if side is not None else None
-    if controller is None or not controller.is_active:
+    controller = side.active_controller if side is not None else None
+    if controller is None:
         return Resp(throttle_time_ms=0, error_code=ErrorCode.NOT_CONTROLLER,
                     error_message="This is not the correct controller for this cluster.", topics=[])
     wanted = None if req.topics is None else [(t.name, p) for t in req.topics for p in t.partition_indexes]

@@ -25,10 +25,10 @@ Version notes:
 
 from __future__ import annotations
 
-from refka.controller.admin import InvalidTopicError, validate_topic_name
 from refka.protocol import ErrorCode
 from refka.protocol.messages.metadata import Metadata
 
+from ..controller_side import InvalidTopicError, validate_topic_name
 from ..metadata_cache import ZERO_UUID, TopicMeta
 from ..registry import handles
 

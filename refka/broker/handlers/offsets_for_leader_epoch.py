@@ -29,7 +29,7 @@ RPart = RTopic.EpochEndOffset
 
 def _answer(broker, topic: str, p) -> RPart:
     out = RPart(error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=-1, end_offset=-1)
-    part, err = local_leader(broker, topic, p.partition, p.current_leader_epoch)
+    part, err = local_leader(broker.replicas, broker.metadata, topic, p.partition, p.current_leader_epoch)
     if part is None:
         out.error_code = err
         return out

@@ -98,7 +98,7 @@ def handle_produce(ctx, req):
     out = []
     waits = []
     hinted_leaders: set[int] = set()
-    want_hints = ctx.api_version >= 10 and hints_enabled(broker)
+    want_hints = ctx.api_version >= 10 and hints_enabled(broker.config)
     if req.transactional_id is not None:
         for t in req.topic_data:
             out.append(RTopic(name=t.name, partition_responses=[
@@ -136,7 +136,7 @@ def handle_produce(ctx, req):
                     continue
                 r = _error(idx, ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 if want_hints:
-                    hint = current_leader(broker, name, idx)
+                    hint = current_leader(broker.replicas, broker.metadata, name, idx)
                     if hint is not None:
                         r.current_leader = RLeader(leader_id=hint[0], leader_epoch=hint[1])
                         hinted_leaders.add(hint[0])
@@ -169,7 +169,7 @@ def handle_produce(ctx, req):
                 if r is not None:
                     parts_out.append(r)
                     continue
-            if acks == -1 and len(part.state.isr) < min_isr:
+            if acks == -1 and part.check_enough_replicas(min_isr) != NONE:
                 parts_out.append(_error(idx, ErrorCode.NOT_ENOUGH_REPLICAS,
                                         f"the ISR {part.state.isr} is smaller than min.insync.replicas"))
                 continue
@@ -200,7 +200,7 @@ def handle_produce(ctx, req):
         return None
     resp = Resp(responses=out)
     if hinted_leaders:
-        resp.node_endpoints = node_endpoints(broker, hinted_leaders, ctx.conn.listener, REndpoint)
+        resp.node_endpoints = node_endpoints(broker.metadata, hinted_leaders, ctx.conn.listener, REndpoint)
     if waits:
         # The connection awaits a coroutine a handler returns (and keeps order).
         return _await_isr(waits, req.timeout_ms, resp)
@@ -208,23 +208,8 @@ def handle_produce(ctx, req):
 
 
 async def _await_isr(waits, timeout_ms: int, resp):
-    """acks=-1: wait until each partition's high watermark passes its records."""
-    loop = asyncio.get_running_loop()
-    deadline = loop.time() + max(timeout_ms, 0) / 1000
+    """acks=-1: each partition's acks=all wait (Partition.wait_for_high_watermark)."""
+    deadline = asyncio.get_running_loop().time() + max(timeout_ms, 0) / 1000
     for part, needed, r, min_isr in waits:
-        while part.high_watermark < needed:
-            if not part.is_leader:
-                r.error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-                break
-            remaining = deadline - loop.time()
-            if remaining <= 0:
-                r.error_code = ErrorCode.REQUEST_TIMED_OUT
-                break
-            try:
-                await asyncio.wait_for(part.wait_for_data(), remaining)
-            except TimeoutError:
-                pass
-        else:
-            if len(part.state.isr) < min_isr:
-                r.error_code = ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
+        r.error_code = await part.wait_for_high_watermark(needed, deadline, min_isr)
     return resp

@@ -61,6 +61,6 @@ def handle_stop_replica(ctx, req):
         if topic == OFFSETS_TOPIC:
             broker.groups.on_resign(index)
         if delete:
-            broker.topic_configs.pop(topic, None)
+            broker.replicas.topic_configs.pop(topic, None)
         errors.append(RErr(topic_name=topic, partition_index=index, error_code=ErrorCode.NONE))
     return Resp(error_code=ErrorCode.NONE, partition_errors=errors)

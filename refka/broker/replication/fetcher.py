@@ -60,9 +60,12 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from refka.client.connection import BrokerConnection, BrokerConnectionError
+from refka.common import TopicPartition
 from refka.protocol import ErrorCode
 from refka.protocol.messages.fetch import Fetch
 from refka.protocol.messages.offsets_for_leader_epoch import OffsetForLeaderEpoch
@@ -71,8 +74,8 @@ from ..log.errors import UnexpectedAppendOffsetError
 from ..logging import get_logger
 
 if TYPE_CHECKING:
-    from ..replica_manager import Partition
-    from .manager import ReplicationManager
+    from ..config import BrokerConfig
+    from ..partition import Partition
 
 log = get_logger("refka.replication.fetcher")
 
@@ -173,30 +176,51 @@ class FetchSessionState:
 SESSION_ERRORS = frozenset({ErrorCode.FETCH_SESSION_ID_NOT_FOUND, ErrorCode.INVALID_FETCH_SESSION_EPOCH})
 
 
-class ReplicaFetcher:
-    """Fetches, from broker ``leader_id``, every partition this broker follows there."""
+@dataclass(frozen=True, slots=True)
+class FetcherSettings:
+    """The replica.fetch.* properties a fetcher uses."""
 
-    def __init__(self, manager: ReplicationManager, leader_id: int) -> None:
-        self.manager = manager
-        self.broker = manager.broker
+    wait_ms: int
+    backoff: float  # seconds
+    partition_max_bytes: int
+    max_bytes: int
+
+    @classmethod
+    def from_config(cls, cfg: BrokerConfig) -> FetcherSettings:
+        return cls(wait_ms=cfg["replica.fetch.wait.max.ms"], backoff=cfg["replica.fetch.backoff.ms"] / 1000,
+                   partition_max_bytes=cfg["replica.fetch.max.bytes"],
+                   max_bytes=cfg["replica.fetch.response.max.bytes"])
+
+
+class ReplicaFetcher:
+    """Fetches, from broker ``leader_id``, every partition this broker (``node_id``) follows
+    there. ``endpoint(leader_id)`` says where the leader is now; ``broker_epoch()`` is this
+    broker's registration epoch (KIP-903's replica_state)."""
+
+    def __init__(self, node_id: int, leader_id: int, settings: FetcherSettings,
+                 spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]],
+                 endpoint: Callable[[int], tuple[str, int] | None], broker_epoch: Callable[[], int]) -> None:
+        self.node_id = node_id
+        self.spawn = spawn
+        self._endpoint = endpoint
+        self._broker_epoch = broker_epoch
         self.leader_id = leader_id
-        self.partitions: dict[tuple[str, int], Partition] = {}
-        self._delayed: dict[tuple[str, int], float] = {}  # partition -> monotonic time to retry at
-        self._mismatches: dict[tuple[str, int], int] = {}  # partition -> consecutive state-mismatch answers
+        self.partitions: dict[TopicPartition, Partition] = {}
+        self._delayed: dict[TopicPartition, float] = {}  # partition -> monotonic time to retry at
+        self._mismatches: dict[TopicPartition, int] = {}  # partition -> consecutive state-mismatch answers
         # Partitions to truncate (OffsetsForLeaderEpoch) before their first fetch.
-        self._truncating: set[tuple[str, int]] = set()
+        self._truncating: set[TopicPartition] = set()
         self._ofle_version: int | None = None  # None: the leader serves no v3+
         self._ofle_unsupported_logged = False
         self._changed = asyncio.Event()
-        cfg = self.broker.config
-        self.wait_ms = cfg["replica.fetch.wait.max.ms"]
-        self.backoff = cfg["replica.fetch.backoff.ms"] / 1000
-        self.partition_max_bytes = cfg["replica.fetch.max.bytes"]
-        self.max_bytes = cfg["replica.fetch.response.max.bytes"]
+        self.wait_ms = settings.wait_ms
+        self.backoff = settings.backoff
+        self.partition_max_bytes = settings.partition_max_bytes
+        self.max_bytes = settings.max_bytes
         self._conn: BrokerConnection | None = None
         self._session = FetchSessionState()
         self._version = MIN_VERSION
-        self.task = self.broker.spawn(self._run())
+        self.task = self.spawn(self._run())
 
     def add(self, p: Partition) -> None:
         key = (p.topic, p.index)
@@ -206,7 +230,7 @@ class ReplicaFetcher:
         self._truncating.add(key)
         self._changed.set()
 
-    def remove(self, key: tuple[str, int]) -> None:
+    def remove(self, key: TopicPartition) -> None:
         self.partitions.pop(key, None)
         self._delayed.pop(key, None)
         self._mismatches.pop(key, None)
@@ -231,7 +255,7 @@ class ReplicaFetcher:
                     try:
                         await self._truncate(conn, truncating)
                     except BrokerConnectionError as e:
-                        log.info("replica_epoch_request_failed", broker=self.broker.node_id,
+                        log.info("replica_epoch_request_failed", broker=self.node_id,
                                  leader=self.leader_id, error=str(e))
                         await self._drop_connection()
                         await asyncio.sleep(self.backoff)
@@ -241,18 +265,18 @@ class ReplicaFetcher:
                     resp = await conn.request(Fetch, req, self._version,
                                               timeout=self.wait_ms / 1000 + 30.0)
                 except BrokerConnectionError as e:
-                    log.info("replica_fetch_failed", broker=self.broker.node_id, leader=self.leader_id,
+                    log.info("replica_fetch_failed", broker=self.node_id, leader=self.leader_id,
                              error=str(e))
                     await self._drop_connection()
                     await asyncio.sleep(self.backoff)
                     continue
                 if resp.error_code in SESSION_ERRORS:
-                    log.info("replica_fetch_session_lost", broker=self.broker.node_id, leader=self.leader_id,
+                    log.info("replica_fetch_session_lost", broker=self.node_id, leader=self.leader_id,
                              session_id=self._session.session_id, error=ErrorCode(resp.error_code).name)
                     self._session.reset()  # the next fetch is a full one
                     continue
                 if resp.error_code != ErrorCode.NONE:
-                    log.info("replica_fetch_error", broker=self.broker.node_id, leader=self.leader_id,
+                    log.info("replica_fetch_error", broker=self.node_id, leader=self.leader_id,
                              error=ErrorCode(resp.error_code).name)
                     self._session.reset()
                     await asyncio.sleep(self.backoff)
@@ -263,9 +287,9 @@ class ReplicaFetcher:
             raise
         except Exception:
             # A bug of ours: logged, and the fetcher starts over rather than stopping for good.
-            log.exception("replica_fetcher_failed", broker=self.broker.node_id, leader=self.leader_id)
+            log.exception("replica_fetcher_failed", broker=self.node_id, leader=self.leader_id)
             await asyncio.sleep(self.backoff)
-            self.task = self.broker.spawn(self._run())
+            self.task = self.spawn(self._run())
         finally:
             await self._drop_connection()
 
@@ -290,14 +314,14 @@ class ReplicaFetcher:
     async def _connection(self) -> BrokerConnection | None:
         if self._conn is not None and not self._conn.closed:
             return self._conn
-        ep = self.manager.endpoint(self.leader_id)
+        ep = self._endpoint(self.leader_id)
         if ep is None:
             return None
-        conn = BrokerConnection(ep[0], ep[1], client_id=f"refka-replica-fetcher-{self.broker.node_id}")
+        conn = BrokerConnection(ep[0], ep[1], client_id=f"refka-replica-fetcher-{self.node_id}")
         try:
             await conn.connect()
         except BrokerConnectionError as e:
-            log.info("replica_fetcher_connect_failed", broker=self.broker.node_id, leader=self.leader_id,
+            log.info("replica_fetcher_connect_failed", broker=self.node_id, leader=self.leader_id,
                      error=str(e))
             return None
         lo, hi = conn.versions.get(Fetch.key, (0, -1))
@@ -334,7 +358,7 @@ class ReplicaFetcher:
             elif self._ofle_version is None:
                 if not self._ofle_unsupported_logged:
                     self._ofle_unsupported_logged = True
-                    log.warning("replica_fetcher_no_offsets_for_leader_epoch", broker=self.broker.node_id,
+                    log.warning("replica_fetcher_no_offsets_for_leader_epoch", broker=self.node_id,
                                 leader=self.leader_id,
                                 versions=self._conn.versions.get(OffsetForLeaderEpoch.key) if self._conn else None)
                 self._truncating.discard(key)
@@ -342,9 +366,9 @@ class ReplicaFetcher:
                 out.append(p)
         return out
 
-    def _epoch_request(self, parts: list[Partition]) -> tuple[Any, dict[tuple[str, int], tuple[Partition, int, int]]]:
+    def _epoch_request(self, parts: list[Partition]) -> tuple[Any, dict[TopicPartition, tuple[Partition, int, int]]]:
         by_topic: dict[str, list[Any]] = {}
-        sent: dict[tuple[str, int], tuple[Partition, int, int]] = {}
+        sent: dict[TopicPartition, tuple[Partition, int, int]] = {}
         for p in parts:
             by_topic.setdefault(p.topic, []).append(OPart(
                 partition=p.index,
@@ -352,7 +376,7 @@ class ReplicaFetcher:
                 leader_epoch=p.log.latest_epoch(),
             ))
             sent[(p.topic, p.index)] = (p, p.state.leader_epoch, p.log.log_end_offset)
-        req = OReq(replica_id=self.broker.node_id,
+        req = OReq(replica_id=self.node_id,
                    topics=[OTopic(topic=t, partitions=ps) for t, ps in by_topic.items()])
         return req, sent
 
@@ -362,7 +386,7 @@ class ReplicaFetcher:
         assert self._ofle_version is not None
         req, sent = self._epoch_request(parts)
         resp = await conn.request(OffsetForLeaderEpoch, req, self._ofle_version, timeout=30.0)
-        answered: set[tuple[str, int]] = set()
+        answered: set[TopicPartition] = set()
         for t in resp.topics:
             for ep in t.partitions:
                 key = (t.topic, ep.partition)
@@ -401,7 +425,7 @@ class ReplicaFetcher:
         if p.high_watermark > leo:
             p.high_watermark = leo
         self._truncating.discard(key)
-        fields = dict(broker=self.broker.node_id, topic=p.topic, partition=p.index,
+        fields = dict(broker=self.node_id, topic=p.topic, partition=p.index,
                       via="offsets_for_leader_epoch", leader_epoch=ep.leader_epoch,
                       leader_end_offset=ep.end_offset, log_end_offset_before=before, log_end_offset=leo)
         if leo < before:
@@ -445,10 +469,10 @@ class ReplicaFetcher:
             rack_id="",
         )
         if v >= 15:
-            req.replica_state = Req.ReplicaState(replica_id=self.broker.node_id,
-                                                 replica_epoch=self.manager.broker_epoch())
+            req.replica_state = Req.ReplicaState(replica_id=self.node_id,
+                                                 replica_epoch=self._broker_epoch())
         else:
-            req.replica_id = self.broker.node_id
+            req.replica_id = self.node_id
         return req, sent, desired
 
     def _handle(self, resp: Any, sent: dict[Any, tuple[Partition, int, int]]) -> None:
@@ -476,7 +500,7 @@ class ReplicaFetcher:
                                 error=repr(e))
                     self._delayed[key] = time.monotonic() + self.backoff
 
-    def _back_off(self, key: tuple[str, int], err: int) -> None:
+    def _back_off(self, key: TopicPartition, err: int) -> None:
         """A retriable partition error: replica.fetch.backoff.ms, or for a state mismatch
         10 ms doubling per consecutive one up to it (STATE_MISMATCH_ERRORS)."""
         delay = self.backoff
@@ -496,7 +520,7 @@ class ReplicaFetcher:
             if div is not None and div.end_offset >= 0:
                 before = plog.log_end_offset
                 leo = plog.truncate_to(truncation_offset(plog, div.epoch, div.end_offset))
-                log.info("follower_truncated", broker=self.broker.node_id, topic=p.topic, partition=p.index,
+                log.info("follower_truncated", broker=self.node_id, topic=p.topic, partition=p.index,
                          via="diverging_epoch", leader_epoch=div.epoch, leader_end_offset=div.end_offset,
                          log_end_offset_before=before, log_end_offset=leo)
                 p.follower_high_watermark(pd.high_watermark)
