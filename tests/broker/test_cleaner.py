@@ -16,10 +16,10 @@ from refka.broker.log import LogConfig, LogManager, OffsetOutOfRangeError, Parti
 from refka.broker.log.cleaner import (
     CHECKPOINT_FILE,
     LogCleaner,
-    keyless_records,
     read_checkpoint,
 )
 from refka.broker.log.log import CLEAN_SHUTDOWN_FILE
+from refka.broker.log.validator import keyless_records
 from refka.protocol.records import (
     Compression,
     NewRecord,

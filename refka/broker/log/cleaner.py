@@ -51,8 +51,8 @@ Threads: the contract of the LogManager's retention pass (manager.py).
 the event loop keeps appending and reading. ``high_watermark`` is called from
 the thread: give a dict lookup. ``shutdown()`` stops a running pass early.
 
-Produce side: a compacted topic refuses records without a key
-(``keyless_records``), which needs the records decoded, for compacted topics only.
+That a compacted topic refuses records without a key on produce is
+validator.py's.
 
 Not done, where Kafka does more: transaction markers and aborted transactions
 are kept as they are (refka serves no transactions); a tombstone's age is its
@@ -67,7 +67,7 @@ from __future__ import annotations
 
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -104,24 +104,6 @@ _INT32_MAX = 2**31 - 1
 _OFFSET_ENTRY_SIZE = 8  # segment.py's index entry sizes
 _TIME_ENTRY_SIZE = 12
 _WRITE_CHUNK = 1024 * 1024
-
-
-# -- produce side -------------------------------------------------------------------
-
-
-def keyless_records(batches: bytes | bytearray | memoryview, headers: Sequence[BatchHeader]) -> list[int]:
-    """Indexes (within their batch, Kafka's ``batch_index``) of the records without a
-    key: a compacted topic refuses them (Kafka: INVALID_RECORD, "Compacted topic
-    cannot accept message without key"). Control batches are not looked at."""
-    mv = batches if isinstance(batches, memoryview) else memoryview(batches)
-    out: list[int] = []
-    for h in headers:
-        if h.is_control:
-            continue
-        for i, r in enumerate(iter_records(mv[h.position : h.position + h.length])):
-            if r.key is None:
-                out.append(i)
-    return out
 
 
 # -- the checkpoint -----------------------------------------------------------------
