@@ -12,12 +12,8 @@ import threading
 
 import pytest
 
-from refka.broker.log import LogConfig, LogManager, OffsetOutOfRangeError, PartitionLog
-from refka.broker.log.cleaner import (
-    CHECKPOINT_FILE,
-    LogCleaner,
-    read_checkpoint,
-)
+from refka.broker.log import LogConfig, LogManager, OffsetOutOfRangeError, PartitionLog, checkpoint
+from refka.broker.log.cleaner import CHECKPOINT_FILE, LogCleaner
 from refka.broker.log.log import CLEAN_SHUTDOWN_FILE
 from refka.broker.log.validator import keyless_records
 from refka.protocol.records import (
@@ -422,12 +418,28 @@ def test_checkpoint_is_kafkas_file_and_survives_a_restart(tmp_path):
     first_dirty = log.segment_base_offsets()[-1]
     lines = (tmp_path / CHECKPOINT_FILE).read_text().splitlines()
     assert lines == ["0", "1", f"t 0 {first_dirty}"]
-    assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == {("t", 0): first_dirty}
+    assert checkpoint.read_partition_offsets(tmp_path / CHECKPOINT_FILE) == {("t", 0): first_dirty}
     mgr.close()
     mgr = LogManager([tmp_path], default_config=COMPACT, clock=clock)
     cleaner = LogCleaner(mgr, clock=clock)
     assert cleaner.first_dirty_offset("t", 0) == first_dirty
     assert cleaner.clean_pass(T0 + 2000).logs_cleaned == 0
+    mgr.close()
+
+
+def test_an_unreadable_checkpoint_is_ignored(tmp_path):
+    # The next pass then cleans from the log start offset: more work, nothing else.
+    clock = FakeClock()
+    mgr = LogManager([tmp_path], default_config=COMPACT, clock=clock)
+    log = mgr.get_or_create("t", 0)
+    updates(log, 20, roll_every=5)
+    (tmp_path / CHECKPOINT_FILE).write_text("0\n2\nt 0 15\n")  # a count the lines do not match
+    cleaner = LogCleaner(mgr, clock=clock)
+    assert cleaner.first_dirty_offset("t", 0) is None
+    assert cleaner.clean_pass(T0 + 1000).logs_cleaned == 1
+    assert checkpoint.read_partition_offsets(tmp_path / CHECKPOINT_FILE) == {
+        ("t", 0): log.segment_base_offsets()[-1]
+    }
     mgr.close()
 
 

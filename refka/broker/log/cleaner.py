@@ -51,8 +51,10 @@ Threads: the contract of the LogManager's retention pass (manager.py).
 the event loop keeps appending and reading. ``high_watermark`` is called from
 the thread: give a dict lookup. ``shutdown()`` stops a running pass early.
 
-That a compacted topic refuses records without a key on produce is
-validator.py's.
+The checkpoint (Kafka's ``cleaner-offset-checkpoint``, one per log dir) is read
+and written through checkpoint.py; one that does not parse is ignored (the next
+pass cleans more, nothing else). That a compacted topic refuses records without
+a key on produce is validator.py's.
 
 Not done, where Kafka does more: transaction markers and aborted transactions
 are kept as they are (refka serves no transactions); a tombstone's age is its
@@ -85,6 +87,7 @@ from refka.protocol.records import (
     rebuild_batch,
 )
 
+from . import checkpoint
 from .config import LogConfig
 from .errors import LogClosedError, LogError
 from .index import OffsetIndex, TimeIndex
@@ -109,34 +112,13 @@ _WRITE_CHUNK = 1024 * 1024
 # -- the checkpoint -----------------------------------------------------------------
 
 
-def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
-    """Kafka's ``cleaner-offset-checkpoint``: ``0``, a count, ``topic partition offset``
-    lines. An unreadable file is empty (the next pass cleans more, nothing else)."""
+def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    """The first dirty offsets in ``path``; none if the file is missing or does not parse."""
     try:
-        lines = path.read_text("utf-8").splitlines()
-    except FileNotFoundError:
+        return checkpoint.read_partition_offsets(path) or {}
+    except checkpoint.CheckpointError as exc:
+        _log.warning("cleaner_checkpoint_unreadable", path=str(path), error=str(exc))
         return {}
-    except (OSError, UnicodeDecodeError):
-        _log.warning("cleaner_checkpoint_unreadable", path=str(path))
-        return {}
-    out: dict[TopicPartition, int] = {}
-    try:
-        if len(lines) < 2 or int(lines[0]) != 0 or int(lines[1]) != len(lines) - 2:
-            raise ValueError("bad header")
-        for line in lines[2:]:
-            topic, partition, offset = line.split()
-            out[(topic, int(partition))] = int(offset)
-    except ValueError:
-        _log.warning("cleaner_checkpoint_unreadable", path=str(path))
-        return {}
-    return out
-
-
-def write_checkpoint(path: Path, entries: dict[TopicPartition, int]) -> None:
-    lines = ["0", str(len(entries))] + [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("\n".join(lines) + "\n", "utf-8")
-    os.replace(tmp, path)
 
 
 # -- the cleaner --------------------------------------------------------------------
@@ -196,7 +178,7 @@ class LogCleaner:
         self._oldest_tombstone: dict[TopicPartition, tuple[int, PartitionLog]] = {}
         self._written: dict[Path, dict[TopicPartition, int]] = {}
         for log_dir in logs.log_dirs:
-            entries = read_checkpoint(Path(log_dir) / CHECKPOINT_FILE)
+            entries = _read_checkpoint(Path(log_dir) / CHECKPOINT_FILE)
             self._written[Path(log_dir)] = entries
             for tp, offset in entries.items():
                 self._first_dirty[tp] = (offset, None)
@@ -255,7 +237,7 @@ class LogCleaner:
             if self._written.get(log_dir) == entries:
                 continue
             try:
-                write_checkpoint(log_dir / CHECKPOINT_FILE, entries)
+                checkpoint.write_partition_offsets(log_dir / CHECKPOINT_FILE, entries)
                 self._written[log_dir] = entries
             except OSError as exc:
                 _log.error("cleaner_checkpoint_write_failed", dir=str(log_dir), error=str(exc))
