@@ -42,6 +42,8 @@ class RecordValidationError(LogError):
     """Records a leader refuses to append. ``record_errors``: (index within its
     batch, message) of each record at fault, when the rule is about records."""
 
+    error_code: ErrorCode
+
     def __init__(
         self, error_code: ErrorCode, message: str, record_errors: Sequence[tuple[int, str]] = ()
     ) -> None:
