@@ -3,14 +3,13 @@
 Behavior:
 - acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS on every partition);
   acks=0 gets no response at all.
-- Each partition's records must be RecordBatch v2: a bad CRC or a truncated
-  batch is CORRUPT_MESSAGE, magic < 2 is INVALID_RECORD (v3+ requires v2), a
-  batch above the topic's max.message.bytes is MESSAGE_TOO_LARGE, compression
-  bits naming no codec (5-7) UNSUPPORTED_COMPRESSION_TYPE. The batch
-  header is read and the CRC checked; records are not decoded, except on a
-  compacted topic (cleanup.policy has compact): a record without a key is
-  INVALID_RECORD with record_errors (v8+), as Kafka 2.4+ answers (KIP-467;
-  older Kafka said CORRUPT_MESSAGE).
+- Each partition's records pass broker/log/validator.py's rules (Kafka's
+  LogValidator) before anything is appended: RecordBatch v2 only (a bad CRC
+  or a truncated batch is CORRUPT_MESSAGE, magic < 2 INVALID_RECORD),
+  compression bits naming no codec UNSUPPORTED_COMPRESSION_TYPE, a batch
+  above the topic's max.message.bytes MESSAGE_TOO_LARGE, and on a compacted
+  topic a record without a key INVALID_RECORD with record_errors (v8+,
+  KIP-467). Records are decoded only on compacted topics.
 - Offsets and the partition leader epoch are patched into the batch in place,
   then the batch is written as received (no recompression).
 - A partition this broker does not lead is NOT_LEADER_OR_FOLLOWER; an
@@ -47,18 +46,11 @@ import asyncio
 
 from refka.protocol import ErrorCode
 from refka.protocol.messages.produce import Produce
-from refka.protocol.records import (
-    CorruptRecordError,
-    InvalidRecordError,
-    RecordError,
-    UnsupportedCompressionTypeError,
-    parse_batches,
-)
 
 from ..leader_hints import current_leader, hints_enabled, node_endpoints
 from ..log import RecordTooLargeError
-from ..log.cleaner import keyless_records
 from ..log.producer_state import ProducerStateError
+from ..log.validator import RecordValidationError, validate_records
 from ..registry import handles
 
 Resp = Produce.Response
@@ -77,17 +69,10 @@ def _error(index: int, code: ErrorCode, message: str | None = None) -> RPart:
                  log_start_offset=-1, error_message=message)
 
 
-def _keyless_error(index: int, topic: str, records, batches) -> RPart | None:
-    """A compacted topic refuses records without a key (Kafka's LogValidator)."""
-    try:
-        bad = keyless_records(records, batches)
-    except RecordError as e:
-        return _error(index, ErrorCode.CORRUPT_MESSAGE, str(e))
-    if not bad:
-        return None
-    why = f"Compacted topic cannot accept message without key in topic partition {topic}-{index}."
-    r = _error(index, ErrorCode.INVALID_RECORD, f"One or more records have been rejected: {why}")
-    r.record_errors = [RRecordError(batch_index=i, batch_index_error_message=why) for i in bad]
+def _refused(index: int, e: RecordValidationError) -> RPart:
+    r = _error(index, e.error_code, e.message)
+    if e.record_errors:
+        r.record_errors = [RRecordError(batch_index=i, batch_index_error_message=m) for i, m in e.record_errors]
     return r
 
 
@@ -143,32 +128,12 @@ def handle_produce(ctx, req):
                 parts_out.append(r)
                 continue
             records = pd.records
-            if records is None or len(records) == 0:
-                parts_out.append(_error(idx, ErrorCode.INVALID_RECORD, "the produce request contains no record batches"))
-                continue
             cfg = part.log.config
             try:
-                batches = parse_batches(records)
-            except CorruptRecordError as e:
-                parts_out.append(_error(idx, ErrorCode.CORRUPT_MESSAGE, str(e)))
+                batches = validate_records(records, cfg, name, idx)
+            except RecordValidationError as e:
+                parts_out.append(_refused(idx, e))
                 continue
-            except InvalidRecordError as e:
-                parts_out.append(_error(idx, ErrorCode.INVALID_RECORD, str(e)))
-                continue
-            except UnsupportedCompressionTypeError as e:
-                parts_out.append(_error(idx, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE, str(e)))
-                continue
-            too_large = next((b for b in batches if b.length > cfg.max_message_bytes), None)
-            if too_large is not None:
-                parts_out.append(_error(idx, ErrorCode.MESSAGE_TOO_LARGE,
-                                        f"batch of {too_large.length} bytes exceeds max.message.bytes "
-                                        f"{cfg.max_message_bytes}"))
-                continue
-            if cfg.compacts:
-                r = _keyless_error(idx, name, records, batches)
-                if r is not None:
-                    parts_out.append(r)
-                    continue
             if acks == -1 and part.check_enough_replicas(min_isr) != NONE:
                 parts_out.append(_error(idx, ErrorCode.NOT_ENOUGH_REPLICAS,
                                         f"the ISR {part.state.isr} is smaller than min.insync.replicas"))

@@ -40,9 +40,9 @@ One pass over a log (``LogCleaner.clean_pass`` -> ``_clean_log``), in a worker t
    (the log's reaper unlinks them after file.delete.delay.ms) and the ``.swap``
    files take the final names. If the log changed meanwhile (retention,
    truncation, DeleteRecords, deletion, shutdown), the new files are removed
-   and the pass stops for this log. At open, ``complete_interrupted_swaps``
-   deletes ``.cleaned`` files and finishes any ``.swap`` (the old segments
-   within its offsets go, it takes the final name), as Kafka's LogLoader does.
+   and the pass stops for this log. At open, loader.py deletes ``.cleaned``
+   files and finishes any ``.swap`` (the old segments within its offsets go, it
+   takes the final name), as Kafka's LogLoader does.
    Groups swap in log order and a pass stops at the first that cannot, so a
    tombstone never goes before the older records of its key.
 
@@ -51,8 +51,10 @@ Threads: the contract of the LogManager's retention pass (manager.py).
 the event loop keeps appending and reading. ``high_watermark`` is called from
 the thread: give a dict lookup. ``shutdown()`` stops a running pass early.
 
-Produce side: a compacted topic refuses records without a key
-(``keyless_records``), which needs the records decoded, for compacted topics only.
+The checkpoint (Kafka's ``cleaner-offset-checkpoint``, one per log dir) is read
+and written through checkpoint.py; one that does not parse is ignored (the next
+pass cleans more, nothing else). That a compacted topic refuses records without
+a key on produce is validator.py's.
 
 Not done, where Kafka does more: transaction markers and aborted transactions
 are kept as they are (refka serves no transactions); a tombstone's age is its
@@ -65,13 +67,11 @@ Kafka's map holds.
 
 from __future__ import annotations
 
-import mmap
 import os
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import structlog
 
@@ -83,26 +83,22 @@ from refka.protocol.records import (
     TimestampType,
     iter_batches,
     iter_records,
-    iter_valid_batches,
     read_header,
     rebuild_batch,
 )
 
+from . import checkpoint
 from .config import LogConfig
 from .errors import LogClosedError, LogError
 from .index import OffsetIndex, TimeIndex
-from .segment import INDEX_SUFFIX, LOG_SUFFIX, TIME_INDEX_SUFFIX, LogSegment, file_name
+from .log import Clock, PartitionLog, wall_clock_ms
+from .manager import LogManager
+from .segment import CLEANED_SUFFIX, SEGMENT_SUFFIXES, SWAP_SUFFIX, LogSegment, file_name
 from .store import FileStore
-
-if TYPE_CHECKING:
-    from .log import PartitionLog
-    from .manager import LogManager
 
 _log = structlog.get_logger("refka.log.cleaner")
 
 CHECKPOINT_FILE = "cleaner-offset-checkpoint"
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
 # Kafka's SkimpyOffsetMap entry: a 16-byte MD5 of the key and an 8-byte offset.
 MAP_ENTRY_BYTES = 24
 DEFAULT_MAX_MAP_KEYS = 128 * 1024 * 1024 // MAP_ENTRY_BYTES
@@ -111,119 +107,18 @@ _INT32_MAX = 2**31 - 1
 _OFFSET_ENTRY_SIZE = 8  # segment.py's index entry sizes
 _TIME_ENTRY_SIZE = 12
 _WRITE_CHUNK = 1024 * 1024
-_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
-
-Clock = Callable[[], int]
-
-
-# -- produce side -------------------------------------------------------------------
-
-
-def keyless_records(batches: bytes | bytearray | memoryview, headers: Sequence[BatchHeader]) -> list[int]:
-    """Indexes (within their batch, Kafka's ``batch_index``) of the records without a
-    key: a compacted topic refuses them (Kafka: INVALID_RECORD, "Compacted topic
-    cannot accept message without key"). Control batches are not looked at."""
-    mv = batches if isinstance(batches, memoryview) else memoryview(batches)
-    out: list[int] = []
-    for h in headers:
-        if h.is_control:
-            continue
-        for i, r in enumerate(iter_records(mv[h.position : h.position + h.length])):
-            if r.key is None:
-                out.append(i)
-    return out
-
-
-# -- recovery at open ---------------------------------------------------------------
-
-
-def _base_of(name: str, suffix: str) -> int | None:
-    stem = name[: -len(suffix)] if name.endswith(suffix) else ""
-    return int(stem) if len(stem) == 20 and stem.isdigit() else None
-
-
-def complete_interrupted_swaps(directory: Path) -> None:
-    """Called by ``PartitionLog`` before it loads ``directory``: removes the
-    ``.cleaned`` files of a cleaning that did not commit and finishes the swaps that
-    did (``<base>.log.swap``: the segments whose base offset is within its offsets
-    go, the ``.swap`` files take their final names; missing indexes are rebuilt by
-    the load)."""
-    try:
-        names = os.listdir(directory)
-    except FileNotFoundError:
-        return
-    for name in names:
-        if name.endswith(CLEANED_SUFFIX):
-            os.unlink(directory / name)
-    swaps = sorted(n for n in names if n.endswith(LOG_SUFFIX + SWAP_SUFFIX))
-    finished: set[int] = set()
-    for swap in swaps:
-        base = _base_of(swap[: -len(SWAP_SUFFIX)], LOG_SUFFIX)
-        if base is None:
-            continue
-        next_offset = _next_offset_of(directory / swap, base)
-        for name in os.listdir(directory):
-            for suffix in _SUFFIXES:
-                b = _base_of(name, suffix)
-                if b is not None and base <= b < max(next_offset, base + 1):
-                    os.unlink(directory / name)
-        for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX, LOG_SUFFIX):
-            src = directory / (file_name(base, suffix) + SWAP_SUFFIX)
-            if src.exists():
-                os.replace(src, directory / file_name(base, suffix))
-        finished.add(base)
-        _log.info("cleaner_swap_completed", dir=str(directory), base_offset=base, next_offset=next_offset)
-    for name in os.listdir(directory):
-        if name.endswith(SWAP_SUFFIX):  # index swaps of a segment whose .log never got there
-            os.unlink(directory / name)
-
-
-def _next_offset_of(path: Path, base: int) -> int:
-    next_offset = base
-    with open(path, "rb") as f:
-        if os.fstat(f.fileno()).st_size == 0:
-            return base
-        with mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-            mv = memoryview(mm)
-            try:
-                for h in iter_valid_batches(mv):
-                    next_offset = h.base_offset + h.last_offset_delta + 1
-            finally:
-                mv.release()
-    return next_offset
 
 
 # -- the checkpoint -----------------------------------------------------------------
 
 
-def read_checkpoint(path: Path) -> dict[TopicPartition, int]:
-    """Kafka's ``cleaner-offset-checkpoint``: ``0``, a count, ``topic partition offset``
-    lines. An unreadable file is empty (the next pass cleans more, nothing else)."""
+def _read_checkpoint(path: Path) -> dict[TopicPartition, int]:
+    """The first dirty offsets in ``path``; none if the file is missing or does not parse."""
     try:
-        lines = path.read_text("utf-8").splitlines()
-    except FileNotFoundError:
+        return checkpoint.read_partition_offsets(path) or {}
+    except checkpoint.CheckpointError as exc:
+        _log.warning("cleaner_checkpoint_unreadable", path=str(path), error=str(exc))
         return {}
-    except (OSError, UnicodeDecodeError):
-        _log.warning("cleaner_checkpoint_unreadable", path=str(path))
-        return {}
-    out: dict[TopicPartition, int] = {}
-    try:
-        if len(lines) < 2 or int(lines[0]) != 0 or int(lines[1]) != len(lines) - 2:
-            raise ValueError("bad header")
-        for line in lines[2:]:
-            topic, partition, offset = line.split()
-            out[(topic, int(partition))] = int(offset)
-    except ValueError:
-        _log.warning("cleaner_checkpoint_unreadable", path=str(path))
-        return {}
-    return out
-
-
-def write_checkpoint(path: Path, entries: dict[TopicPartition, int]) -> None:
-    lines = ["0", str(len(entries))] + [f"{t} {p} {o}" for (t, p), o in sorted(entries.items())]
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text("\n".join(lines) + "\n", "utf-8")
-    os.replace(tmp, path)
 
 
 # -- the cleaner --------------------------------------------------------------------
@@ -270,8 +165,6 @@ class LogCleaner:
         max_map_keys: int = DEFAULT_MAX_MAP_KEYS,
         clock: Clock | None = None,
     ) -> None:
-        from .log import wall_clock_ms
-
         self.logs = logs
         self.max_map_keys = max(1, max_map_keys)
         self._clock = clock or wall_clock_ms
@@ -285,7 +178,7 @@ class LogCleaner:
         self._oldest_tombstone: dict[TopicPartition, tuple[int, PartitionLog]] = {}
         self._written: dict[Path, dict[TopicPartition, int]] = {}
         for log_dir in logs.log_dirs:
-            entries = read_checkpoint(Path(log_dir) / CHECKPOINT_FILE)
+            entries = _read_checkpoint(Path(log_dir) / CHECKPOINT_FILE)
             self._written[Path(log_dir)] = entries
             for tp, offset in entries.items():
                 self._first_dirty[tp] = (offset, None)
@@ -344,7 +237,7 @@ class LogCleaner:
             if self._written.get(log_dir) == entries:
                 continue
             try:
-                write_checkpoint(log_dir / CHECKPOINT_FILE, entries)
+                checkpoint.write_partition_offsets(log_dir / CHECKPOINT_FILE, entries)
                 self._written[log_dir] = entries
             except OSError as exc:
                 _log.error("cleaner_checkpoint_write_failed", dir=str(log_dir), error=str(exc))
@@ -628,7 +521,7 @@ def _new_segment(directory: Path | None, base: int, cfg: LogConfig, now: int) ->
     """An empty segment at ``base``; on disk its files are named ``*.cleaned``."""
     if directory is None:
         return LogSegment.create(None, base, cfg, now)
-    paths = [directory / (file_name(base, s) + CLEANED_SUFFIX) for s in _SUFFIXES]
+    paths = [directory / (file_name(base, s) + CLEANED_SUFFIX) for s in SEGMENT_SUFFIXES]
     for p in paths:
         p.unlink(missing_ok=True)
     seg = LogSegment(
@@ -646,7 +539,7 @@ def _new_segment(directory: Path | None, base: int, cfg: LogConfig, now: int) ->
 
 def _commit(new: LogSegment) -> None:
     """fsync the cleaned files, then rename them ``.swap``: the ``.log`` last, the
-    commit point (see ``complete_interrupted_swaps``)."""
+    commit point (see loader.py)."""
     path = new.store.path
     if path is None:
         return

@@ -1,4 +1,6 @@
-"""A partition's log: segments, log start/end offsets, leader-epoch cache, producer state.
+"""A running partition log: segments, log start/end offsets, leader-epoch cache, producer
+state; appends, reads, truncation, retention, flush and close. Opening it from disk
+(recovery, leftovers of an interrupted cleaner swap) is loader.py's.
 
 Directory layout (Kafka's, plus two small refka files)::
 
@@ -22,14 +24,6 @@ returns, so they survive a crash of the process (kill -9). fsync happens only pe
 ``flush.messages`` (inline, on the append that reaches it) and ``flush.ms`` (from
 the LogManager's flush pass, off the event loop), both off by default like Kafka,
 and at ``close()``. A rolled segment is fsynced by the next flush pass.
-
-Recovery at open: without a clean-shutdown marker the last segment is re-read with
-CRC checks and cut at the first torn or invalid batch; every other segment has its
-indexes checked and the batches after its last index entry parsed to the end of
-the file, and is recovered the same way if that fails (segments after one that
-lost bytes are dropped: a log has no holes). A missing or bad index is rebuilt.
-The active segment's file is grown ahead of its data (see ``store.py``); the zeros
-past the data after a crash are cut like any torn tail.
 
 Threads: every public method takes the log's lock, and holds it only for in-memory
 work and cheap syscalls (write, rename, ftruncate, open). Unlinking files and fsync
@@ -57,33 +51,17 @@ from refka.protocol.records import (
     set_log_append_time,
 )
 
-from . import checkpoint
-from .cleaner import complete_interrupted_swaps
+from . import checkpoint, loader
 from .config import LogConfig
-from .epoch_cache import FILE_NAME as EPOCH_FILE_NAME
 from .epoch_cache import UNDEFINED_EPOCH, LeaderEpochCache
 from .errors import LogClosedError, OffsetOutOfRangeError, RecordTooLargeError, UnexpectedAppendOffsetError
+from .loader import CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, LoadedLog
 from .producer_state import ProducerStateManager
-from .segment import (
-    DELETED_SUFFIX,
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    BatchEntry,
-    LogSegment,
-    file_name,
-    parse_file_name,
-)
-
-CLEAN_SHUTDOWN_FILE = ".clean_shutdown"
-LOG_START_OFFSET_FILE = "log-start-offset"
+from .segment import BatchEntry, LogSegment, Reaper
 
 _log = structlog.get_logger("refka.log")
 
 Clock = Callable[[], int]
-# Called with a segment already removed from its log and renamed to *.deleted, and
-# the delay (file.delete.delay.ms) after which its files may be unlinked.
-Reaper = Callable[[LogSegment, int], None]
 
 
 def wall_clock_ms() -> int:
@@ -127,18 +105,19 @@ class PartitionLog:
         config: LogConfig,
         clock: Clock,
         reaper: Reaper,
+        loaded: LoadedLog,
     ) -> None:
         self.directory = directory
         self.config = config
         self._clock = clock
         self._reaper = reaper
         self._lock = threading.RLock()
-        self._segments: list[LogSegment] = []
-        self._bases: list[int] = []
-        self._epochs = LeaderEpochCache(None)
-        self._producers = ProducerStateManager(directory)
-        self._log_start_offset = 0
-        self._log_end_offset = 0
+        self._segments: list[LogSegment] = loaded.segments
+        self._bases: list[int] = [s.base_offset for s in loaded.segments]
+        self._epochs = loaded.epochs
+        self._producers = loaded.producers
+        self._log_start_offset = loaded.log_start_offset
+        self._log_end_offset = loaded.log_end_offset
         self._closed = False
         self._unflushed_messages = 0
         self._last_flush_ms = clock()
@@ -160,107 +139,19 @@ class PartitionLog:
         clock: Clock | None = None,
         reaper: Reaper | None = None,
     ) -> PartitionLog:
-        """Open (or create) the log in ``dir``; ``memory=True`` keeps everything in
-        memory (``dir`` is then ignored)."""
+        """Open (or create) the log in ``dir``, recovered as loader.py says;
+        ``memory=True`` keeps everything in memory (``dir`` is then ignored)."""
         clock = clock or wall_clock_ms
+        reaper = reaper or delete_now
         directory = None if memory or dir is None else Path(dir)
         if directory is None and not memory:
             raise ValueError("a log needs a directory unless memory=True")
-        log = cls(directory, config, clock, reaper or delete_now)
-        with log._lock:
-            if directory is None:
-                log._add_segment(LogSegment.create(None, 0, config, clock()))
-            else:
-                log._load(directory)
-        return log
-
-    def _load(self, directory: Path) -> None:
-        now = self._clock()
-        directory.mkdir(parents=True, exist_ok=True)
-        marker = directory / CLEAN_SHUTDOWN_FILE
-        clean = marker.exists()
-        complete_interrupted_swaps(directory)  # a log cleaner's swap cut short (cleaner.py)
-        bases: list[int] = []
-        for entry in os.scandir(directory):
-            name = entry.name
-            if name.endswith((DELETED_SUFFIX, ".truncating", ".tmp")):
-                os.unlink(entry.path)
-                continue
-            base = parse_file_name(name)
-            if base is not None:
-                bases.append(base)
-        bases.sort()
-
-        transitions: list[tuple[int, int]] = []
-        for i, base in enumerate(bases):
-            is_last = i == len(bases) - 1
-            seg, seen, cut = LogSegment.open(directory, base, self.config, now, recover=not clean and is_last)
-            self._add_segment(seg)
-            if seen is not None:
-                transitions.extend(seen)
-                _log.info("segment_recovered", dir=str(directory), base_offset=base, truncated_bytes=cut)
-            if cut and not is_last:
-                for later in bases[i + 1 :]:
-                    for suffix in (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-                        (directory / file_name(later, suffix)).unlink(missing_ok=True)
-                _log.warning(
-                    "log_segments_dropped_after_torn_segment", dir=str(directory), dropped=bases[i + 1 :]
-                )
-                break
-
-        start = self._read_log_start_offset()
-        if not self._segments:
-            self._add_segment(LogSegment.create(directory, start, self.config, now))
-        self._log_end_offset = self._segments[-1].next_offset
-        self._log_start_offset = max(start, self._segments[0].base_offset)
-
-        epochs, ok = LeaderEpochCache.load(directory / EPOCH_FILE_NAME)
-        self._epochs = epochs
-        if not ok and self._log_end_offset > self._segments[0].base_offset:
-            epochs.replace(self._epochs_from_batches())
+        if directory is None:
+            segment = LogSegment.create(None, 0, config, clock())
+            loaded = LoadedLog([segment], 0, 0, LeaderEpochCache(None), ProducerStateManager(None))
         else:
-            for epoch, offset in transitions:
-                epochs.assign(epoch, offset)
-
-        if self._log_end_offset < self._log_start_offset:
-            self._truncate_fully_locked(self._log_start_offset)
-        epochs.truncate_from_end(self._log_end_offset)
-        epochs.truncate_from_start(self._log_start_offset)
-        self._load_producer_state_locked()
-        marker.unlink(missing_ok=True)
-
-    def _load_producer_state_locked(self) -> None:
-        """The producer state at the log end offset: the newest snapshot at or below
-        it, then the batch headers after the snapshot (no record decoding)."""
-        producers = self._producers
-        start = producers.load_snapshot(self._log_end_offset, self._clock())
-        start = max(start, self._segments[0].base_offset)
-        replayed = 0
-        for seg in self._segments:
-            if seg.next_offset <= start or seg.size == 0:
-                continue
-            pos = seg.find_position(start) if seg.base_offset < start else 0
-            replayed += producers.update_from_log(seg.iter_headers(pos), start)
-        if replayed or len(producers):
-            _log.info("producer_state_loaded", dir=str(self.directory), producers=len(producers),
-                      from_offset=start, batches_replayed=replayed)
-
-    def _epochs_from_batches(self) -> list[tuple[int, int]]:
-        cache = LeaderEpochCache(None)
-        for seg in self._segments:
-            for h in seg.iter_headers():
-                if h.partition_leader_epoch >= 0:
-                    cache.assign(h.partition_leader_epoch, h.base_offset)
-        return cache.entries()
-
-    def _read_log_start_offset(self) -> int:
-        assert self.directory is not None
-        try:
-            entries = checkpoint.read(self.directory / LOG_START_OFFSET_FILE, 1)
-        except checkpoint.CheckpointError:
-            _log.warning("log_start_offset_checkpoint_unreadable", dir=str(self.directory))
-            return 0
-        return entries[0][0] if entries else 0
+            loaded = loader.load(directory, config, clock(), reaper)
+        return cls(directory, config, clock, reaper, loaded)
 
     def _persist_log_start_offset(self) -> None:
         if self.directory is not None:
@@ -691,7 +582,9 @@ class PartitionLog:
                 self._log_start_offset = self._log_end_offset
                 self._persist_log_start_offset()
             self._epochs.truncate_from_end(self._log_end_offset)
-            self._load_producer_state_locked()
+            loader.rebuild_producer_state(
+                self._producers, self._segments, self._log_end_offset, self._clock(), self.directory
+            )
             return self._log_end_offset
 
     def truncate_fully_and_start_at(self, offset: int) -> None:

@@ -2,6 +2,10 @@
 
 Files (Kafka's names, base offset in 20 digits): ``<base>.log`` (raw v2 batches),
 ``<base>.index``, ``<base>.timeindex``. Positions are byte offsets in ``.log``.
+A segment on its way out carries a suffix after those (Kafka's LogFileUtils):
+``.deleted`` (removed from its log, unlinked later by the log's reaper),
+``.cleaned`` and ``.swap`` (a log cleaner's replacement, before and after its
+commit point, cleaner.py; loader.py finishes or discards them at open).
 
 Lookups use the offset index to land at or before the wanted batch, then a short
 scan of batch headers (at most index.interval.bytes worth of batches, plus one).
@@ -32,6 +36,10 @@ LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
 TIME_INDEX_SUFFIX = ".timeindex"
 DELETED_SUFFIX = ".deleted"
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+# The files of one segment.
+SEGMENT_SUFFIXES = (LOG_SUFFIX, INDEX_SUFFIX, TIME_INDEX_SUFFIX)
 
 _INT32_MAX = 2**31 - 1
 _OFFSET_ENTRY_SIZE = 8
@@ -48,6 +56,9 @@ _MAX_TS_AT = 35
 BatchEntry = tuple[int, int, int, int]
 # (leader epoch, start offset) changes seen while recovering
 EpochTransitions = list[tuple[int, int]]
+# What a log calls with a segment it removed and renamed to *.deleted, and the delay
+# (file.delete.delay.ms) after which the files may be unlinked (manager.py queues them).
+Reaper = Callable[["LogSegment", int], None]
 
 
 def file_name(base_offset: int, suffix: str) -> str:

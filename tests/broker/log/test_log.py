@@ -1,59 +1,27 @@
-"""Partition logs: appends, reads, indexes, truncation, retention, recovery, epochs.
+"""The running partition log (refka/broker/log/log.py): appends, reads, indexes,
+truncation, DeleteRecords, retention, timestamps, epochs, follower appends, flush
+and close.
 
-Most tests run against both storage modes (``mode`` fixture): files in Kafka's
-layout and memory. Tests about files on disk (recovery, checkpoints) are file-only.
+Most tests run against both storage modes (``mode`` fixture, conftest.py): files in
+Kafka's layout and memory. Opening a log from disk is test_loader.py's.
 """
 
 from __future__ import annotations
 
 import mmap
-import os
-import signal
-import subprocess
-import sys
-import textwrap
-import threading
-from pathlib import Path
 
 import pytest
 
 from refka.broker.log import (
-    InvalidConfigError,
     LogClosedError,
     LogConfig,
-    LogManager,
     OffsetOutOfRangeError,
     PartitionLog,
     RecordTooLargeError,
     UnexpectedAppendOffsetError,
-    parse_partition_dir,
 )
-from refka.broker.log.log import CLEAN_SHUTDOWN_FILE
-from refka.protocol.records import (
-    Compression,
-    NewRecord,
-    TimestampType,
-    build_batch,
-    iter_batches,
-    iter_records,
-    parse_batches,
-)
-
-T0 = 1_700_000_000_000
-REPO = Path(__file__).resolve().parents[2]
-
-
-class FakeClock:
-    def __init__(self, now: int = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
-@pytest.fixture(params=["file", "memory"])
-def mode(request):
-    return request.param
+from refka.protocol.records import TimestampType, parse_batches
+from tests.broker.log.helpers import SMALL, T0, FakeClock, batch, fill, read_all
 
 
 @pytest.fixture
@@ -73,39 +41,7 @@ def open_log(mode, tmp_path):
         log.close()
 
 
-def batch(values, ts=T0, compression=Compression.NONE, **kw):
-    """A batch of records with values ``values`` (bytes or ints), timestamps ``ts``
-    (one int or one per record)."""
-    values = [v if isinstance(v, bytes) else b"v%d" % v for v in values]
-    stamps = ts if isinstance(ts, list) else [ts] * len(values)
-    return build_batch(
-        [NewRecord(None, v, (), t) for v, t in zip(values, stamps, strict=True)],
-        compression=compression,
-        **kw,
-    )
-
-
-def read_all(log: PartitionLog, offset: int = 0, max_bytes: int = 1 << 30, max_offset=None):
-    """[(offset, value, leader epoch)] of every record the read returns."""
-    res = log.read(offset, max_bytes, max_offset)
-    data = b"".join(bytes(v) for v in res.records)
-    out = []
-    for h in iter_batches(data):
-        for rec in iter_records(memoryview(data)[h.position : h.end]):
-            out.append((h.base_offset + rec.offset_delta, rec.value, h.partition_leader_epoch))
-    return out
-
-
-def fill(log, n_batches, per_batch=1, epoch=0, ts=T0, start=0):
-    for i in range(n_batches):
-        first = start + i * per_batch
-        log.append(batch(range(first, first + per_batch), ts=ts + i), leader_epoch=epoch)
-
-
-SMALL = LogConfig(segment_bytes=1024, index_interval_bytes=128)
-
-
-# -- appends and reads -----------------------------------------------------------------
+# -- appends and reads ---------------------------------------------------------------------
 
 
 def test_append_assigns_offsets_and_epoch(open_log):
@@ -247,7 +183,13 @@ def test_views_stay_valid_across_truncation_and_deletion(open_log):
     assert read_all(log, 6) == []
 
 
-# -- truncation and log start offset ----------------------------------------------------
+def test_segment_header_scan_stops_at_the_data(open_log):
+    log = open_log()
+    fill(log, 7)
+    assert [h.base_offset for h in log._segments[-1].iter_headers()] == list(range(7))
+
+
+# -- truncation, DeleteRecords, retention --------------------------------------------------
 
 
 def test_truncate_to_cuts_segments_indexes_and_epochs(open_log):
@@ -317,9 +259,6 @@ def test_delete_records_up_to_end_keeps_active_segment(open_log):
     assert log.append(batch([1]), 0).base_offset == 5
 
 
-# -- retention ---------------------------------------------------------------------------
-
-
 def test_retention_by_time(open_log):
     clock = FakeClock()
     log = open_log(LogConfig(segment_bytes=1024, retention_ms=60_000), clock=clock)
@@ -377,7 +316,7 @@ def test_segment_ms_rolls_on_record_time(open_log):
     assert log.segment_base_offsets() == [0, 2]
 
 
-# -- timestamps ---------------------------------------------------------------------------
+# -- timestamps ----------------------------------------------------------------------------
 
 
 def test_offset_for_timestamp_matches_a_scan(open_log):
@@ -419,7 +358,7 @@ def test_log_append_time(open_log):
     assert log.offset_for_timestamp(T0) == (0, T0 + 42, 0)
 
 
-# -- leader epochs -----------------------------------------------------------------------
+# -- leader epochs, follower appends -------------------------------------------------------
 
 
 def test_end_offset_for_epoch(open_log):
@@ -438,42 +377,6 @@ def test_end_offset_for_epoch(open_log):
     assert log.epoch_for_offset(15) == 4
     log.maybe_assign_epoch_start_offset(9, log.log_end_offset)
     assert log.end_offset_for_epoch(7) == (7, 30) and log.latest_epoch() == 9
-
-
-def test_leader_epoch_checkpoint_persisted_and_reloaded(tmp_path):
-    d = tmp_path / "t-0"
-    log = PartitionLog.open(d, SMALL)
-    fill(log, 10, epoch=0)
-    fill(log, 10, epoch=3, start=10)
-    assert (d / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n3 10\n"
-    log.close()
-    assert (d / CLEAN_SHUTDOWN_FILE).exists()
-    log = PartitionLog.open(d, SMALL)
-    assert not (d / CLEAN_SHUTDOWN_FILE).exists()
-    assert log.epoch_entries() == [(0, 0), (3, 10)]
-    log.close()
-    (d / "leader-epoch-checkpoint").unlink()  # rebuilt from batch headers
-    log = PartitionLog.open(d, SMALL)
-    assert log.epoch_entries() == [(0, 0), (3, 10)]
-    log.close()
-
-
-def test_leader_epoch_checkpoint_rewritten_in_place_and_a_torn_one_rebuilt(tmp_path):
-    d = tmp_path / "t-0"
-    log = PartitionLog.open(d, SMALL)
-    fill(log, 10, epoch=0)
-    fill(log, 10, epoch=3, start=10)
-    log.maybe_assign_epoch_start_offset(5, 20)  # a leader epoch that wrote nothing yet
-    assert (d / "leader-epoch-checkpoint").read_text() == "0\n3\n0 0\n3 10\n5 20\n"
-    log.truncate_to(15)  # shrinks: the file is cut to the new content
-    assert (d / "leader-epoch-checkpoint").read_text() == "0\n2\n0 0\n3 10\n"
-    log.close()
-    # What a process killed between the in-place write of a shorter content and the
-    # truncation leaves: the new lines, then the old tail. Refused; rebuilt from the batches.
-    (d / "leader-epoch-checkpoint").write_text("0\n1\n0 0\n3 10\n5 20\n")
-    log = PartitionLog.open(d, SMALL)
-    assert log.epoch_entries() == [(0, 0), (3, 10)]
-    log.close()
 
 
 def test_truncating_at_the_log_end_drops_an_epoch_that_wrote_nothing(tmp_path):
@@ -514,114 +417,7 @@ def test_follower_append_keeps_offsets_and_epochs(open_log):
     assert read_all(follower) == read_all(leader)
 
 
-# -- recovery and durability (files) -------------------------------------------------------
-
-
-def _segment_files(d: Path, suffix: str) -> list[Path]:
-    return sorted(d.glob(f"*{suffix}"))
-
-
-def test_torn_tail_is_cut_at_open(tmp_path):
-    d = tmp_path / "t-0"
-    log = PartitionLog.open(d, SMALL)
-    fill(log, 50, epoch=2)
-    expected = read_all(log)
-    # Simulate a crash: no close(), so no clean-shutdown marker; then a torn tail.
-    last = _segment_files(d, ".log")[-1]
-    with open(last, "ab") as f:
-        f.write(bytes(batch([b"torn"]))[:40])
-        f.write(b"\xde\xad\xbe\xef" * 10)
-    log = PartitionLog.open(d, SMALL)
-    assert log.log_end_offset == 50
-    assert read_all(log) == expected
-    assert log.append(batch([b"next"]), 2).base_offset == 50
-    assert read_all(log, 50) == [(50, b"next", 2)]
-    log.close()
-
-
-def test_corrupt_batch_in_last_segment_is_cut(tmp_path):
-    d = tmp_path / "t-0"
-    log = PartitionLog.open(d, LogConfig())
-    fill(log, 10)
-    size = len(batch([0]))
-    path = _segment_files(d, ".log")[-1]
-    data = bytearray(path.read_bytes())
-    data[7 * size + size - 3] ^= 0xFF  # inside the 8th batch's records: bad CRC
-    path.write_bytes(bytes(data))
-    log = PartitionLog.open(d, LogConfig())
-    assert log.log_end_offset == 7
-    log.close()
-
-
-def test_missing_or_corrupt_indexes_are_rebuilt(tmp_path):
-    d = tmp_path / "t-0"
-    log = PartitionLog.open(d, SMALL)
-    fill(log, 100)
-    expected = [log.read(o, 1).first_offset for o in range(100)]
-    log.close()
-    indexes = _segment_files(d, ".index")
-    indexes[0].unlink()
-    indexes[1].write_bytes(b"\x00\x00\x00\x05\x00\x00\xff\xff")  # position beyond the segment
-    _segment_files(d, ".timeindex")[2].write_bytes(b"\x01\x02\x03")
-    log = PartitionLog.open(d, SMALL)
-    assert [log.read(o, 1).first_offset for o in range(100)] == expected
-    assert indexes[0].exists() and len(indexes[1].read_bytes()) % 8 == 0
-    assert log.offset_for_timestamp(T0 + 50) == (50, T0 + 50, 0)
-    log.close()
-
-
-def test_torn_older_segment_drops_later_ones(tmp_path):
-    d = tmp_path / "t-0"
-    log = PartitionLog.open(d, SMALL)
-    fill(log, 100)
-    log.close()
-    logs = _segment_files(d, ".log")
-    with open(logs[1], "ab") as f:
-        f.write(b"\x00" * 30)
-    log = PartitionLog.open(d, SMALL)
-    assert log.segment_base_offsets() == [int(logs[0].stem), int(logs[1].stem)]
-    assert log.log_end_offset == int(logs[2].stem)
-    log.close()
-
-
-def test_log_start_offset_checkpoint_above_the_data(tmp_path):
-    # E.g. the data was lost but the checkpoint was not: the log restarts empty there.
-    d = tmp_path / "t-0"
-    log = PartitionLog.open(d, SMALL)
-    fill(log, 100)
-    log.close()
-    (d / "log-start-offset").write_text("0\n1\n500\n")
-    log = PartitionLog.open(d, SMALL)
-    assert (log.log_start_offset, log.log_end_offset) == (500, 500)
-    assert log.segment_base_offsets() == [500]
-    assert log.append(batch([1]), 0).base_offset == 500
-    log.close()
-
-
-def test_appended_batches_survive_sigkill(tmp_path):
-    d = tmp_path / "crash-0"
-    n = 200
-    script = textwrap.dedent(
-        f"""
-        import os, signal
-        from pathlib import Path
-        from refka.broker.log import LogConfig, PartitionLog
-        from refka.protocol.records import build_batch
-        log = PartitionLog.open(Path({str(d)!r}), LogConfig(segment_bytes=4096))
-        for i in range({n}):
-            log.append(build_batch([(None, b"value-%d" % i)], timestamp={T0} + i), leader_epoch=3)
-        os.kill(os.getpid(), signal.SIGKILL)
-        """
-    )
-    env = dict(os.environ, PYTHONPATH=str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", ""))
-    proc = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, timeout=60)
-    assert proc.returncode == -signal.SIGKILL, proc.stderr.decode()
-    assert not (d / CLEAN_SHUTDOWN_FILE).exists()
-    log = PartitionLog.open(d, LogConfig(segment_bytes=4096))
-    assert log.log_end_offset == n
-    assert [v for _, v, _ in read_all(log)] == [b"value-%d" % i for i in range(n)]
-    assert log.epoch_entries() == [(3, 0)]
-    log.close()
+# -- flush, close, delete ------------------------------------------------------------------
 
 
 def test_flush_paths(tmp_path):
@@ -642,155 +438,6 @@ def test_closed_log_refuses_calls(open_log):
         log.read(0, 100)
 
 
-# -- config ------------------------------------------------------------------------------------
-
-
-def test_log_config_from_props():
-    cfg = LogConfig.from_props(
-        {
-            "retention.ms": "60000",
-            "segment.bytes": "2048",
-            "message.timestamp.type": "LogAppendTime",
-            "cleanup.policy": "delete,compact",
-            "min.insync.replicas": "2",  # not a log config: ignored
-        }
-    )
-    assert (cfg.retention_ms, cfg.segment_bytes) == (60000, 2048)
-    assert cfg.log_append_time and cfg.deletes and cfg.cleanup_policy == "compact,delete"
-    assert LogConfig.from_props({"retention.bytes": "10"}, base=cfg).retention_ms == 60000
-    assert cfg.to_props()["segment.bytes"] == "2048"
-    for bad in (
-        {"segment.bytes": "abc"},
-        {"segment.bytes": "1"},
-        {"cleanup.policy": "nope"},
-        {"message.timestamp.type": "Whenever"},
-    ):
-        with pytest.raises(InvalidConfigError):
-            LogConfig.from_props(bad)
-    broker = LogConfig.from_broker_props(
-        {"log.retention.hours": "1", "log.segment.bytes": "4096", "log.roll.ms": "5"}
-    )
-    assert (broker.retention_ms, broker.segment_bytes, broker.segment_ms) == (3_600_000, 4096, 5)
-    assert (
-        LogConfig.from_broker_props({"log.retention.hours": "1", "log.retention.ms": "7"}).retention_ms == 7
-    )
-
-
-# -- log manager ---------------------------------------------------------------------------------
-
-
-def test_parse_partition_dir():
-    assert parse_partition_dir("my-topic-12") == ("my-topic", 12)
-    assert parse_partition_dir("t-0") == ("t", 0)
-    for bad in ("topic", "-1", "t-x", "t-0.abcdef-delete", "t-"):
-        assert parse_partition_dir(bad) is None
-
-
-def test_log_manager_loads_creates_and_deletes(tmp_path):
-    dirs = [tmp_path / "a", tmp_path / "b"]
-    mgr = LogManager(dirs, default_config=SMALL)
-    log = mgr.get_or_create("orders-eu-west", 3)
-    fill(log, 30)
-    mgr.get_or_create("other", 0)
-    assert {p.parent for p in (dirs[0].glob("*-*"))} | {p.parent for p in dirs[1].glob("*-*")} == set(dirs)
-    assert mgr.get_or_create("orders-eu-west", 3) is log
-    mgr.close()
-
-    mgr = LogManager(dirs, default_config=SMALL)
-    assert set(mgr) == {("orders-eu-west", 3), ("other", 0)}
-    assert mgr.get("orders-eu-west", 3).log_end_offset == 30
-    assert mgr.get("missing", 0) is None
-    assert mgr.delete("orders-eu-west", 3)
-    assert not mgr.delete("orders-eu-west", 3)
-    assert list(tmp_path.glob("*/*-delete"))
-    assert mgr.retention_pass(T0).dirs_deleted == 1
-    assert not list(tmp_path.glob("*/*-delete"))
-    assert ("orders-eu-west", 3) not in mgr and len(mgr) == 1
-    mgr.close()
-
-
-def test_log_manager_memory_mode():
-    mgr = LogManager(None, memory=True)
-    log = mgr.get_or_create("t", 0, LogConfig(segment_bytes=1024, retention_ms=1))
-    fill(log, 50)
-    assert log.memory
-    assert mgr.retention_pass(T0 + 10**9).segments_removed > 0
-    assert log.log_start_offset == log.log_end_offset == 50
-    mgr.close()
-
-
-def test_retention_pass_in_a_thread_alongside_appends(tmp_path):
-    clock = FakeClock()
-    cfg = LogConfig(segment_bytes=1024, retention_ms=1000, file_delete_delay_ms=0)
-    mgr = LogManager([tmp_path], default_config=cfg, clock=clock)
-    log = mgr.get_or_create("t", 0)
-    stop = threading.Event()
-    errors: list[BaseException] = []
-
-    def retention():
-        try:
-            while not stop.is_set():
-                mgr.retention_pass(T0 + 10**9)
-                mgr.flush_pass(T0)
-        except BaseException as exc:  # pragma: no cover - reported below
-            errors.append(exc)
-
-    worker = threading.Thread(target=retention)
-    worker.start()
-    try:
-        for i in range(300):
-            log.append(batch([i], ts=T0), 0)
-            try:
-                res = log.read(log.log_start_offset, 1 << 20)
-            except OffsetOutOfRangeError:
-                continue  # retention moved the log start offset in between: a real race
-            assert res.size == sum(len(v) for v in res.records)
-            assert res.first_offset >= res.log_start_offset or not res.records
-    finally:
-        stop.set()
-        worker.join()
-    assert not errors
-    mgr.retention_pass(T0 + 10**9)
-    assert log.log_end_offset == 300
-    assert log.log_start_offset == log.segment_base_offsets()[0]
-    assert not list((tmp_path / "t-0").glob("*.deleted"))
-    mgr.close()
-
-
-def test_segment_deletion_waits_for_file_delete_delay(tmp_path):
-    clock = FakeClock()
-    mgr = LogManager(
-        [tmp_path], default_config=LogConfig(segment_bytes=1024, file_delete_delay_ms=60_000), clock=clock
-    )
-    log = mgr.get_or_create("t", 0)
-    fill(log, 50)
-    log.delete_records_before(40)
-    assert list((tmp_path / "t-0").glob("*.log.deleted"))
-    assert mgr.retention_pass(T0 + 1000).files_deleted == 0
-    assert mgr.retention_pass(T0 + 61_000).files_deleted > 0
-    assert not list((tmp_path / "t-0").glob("*.deleted"))
-    mgr.close()
-
-
-def test_log_manager_rejects_illegal_names_and_uses_config_for(tmp_path):
-    mgr = LogManager([tmp_path])
-    for topic, partition in (("../evil", 0), ("a/b", 0), ("", 0), ("..", 0), ("t", -1), ("x" * 250, 0)):
-        with pytest.raises(ValueError):
-            mgr.get_or_create(topic, partition)
-    mgr.get_or_create("compacted", 0)
-    mgr.get_or_create("plain", 0)
-    mgr.close()
-    mgr = LogManager(
-        [tmp_path],
-        config_for=lambda t: LogConfig(cleanup_policy="compact") if t == "compacted" else LogConfig(),
-    )
-    assert mgr.get("compacted", 0).config.cleanup_policy == "compact"
-    assert mgr.get("plain", 0).config == LogConfig()
-    new = LogConfig(retention_ms=5)
-    assert mgr.get_or_create("plain", 0, new).config == new
-    mgr.close()
-
-
 def test_partition_log_delete_removes_directory(open_log, mode, tmp_path):
     log = open_log(SMALL)
     fill(log, 20)
@@ -798,28 +445,6 @@ def test_partition_log_delete_removes_directory(open_log, mode, tmp_path):
     assert not (tmp_path / "topic-0").exists()
     with pytest.raises(LogClosedError):
         log.append(batch([1]), 0)
-
-
-# -- leader-epoch cache rules (Kafka's LeaderEpochFileCache) ------------------------------------
-
-
-def test_epoch_cache_assign_drops_diverged_entries(tmp_path):
-    from refka.broker.log import LeaderEpochCache
-
-    cache = LeaderEpochCache(tmp_path / "leader-epoch-checkpoint")
-    assert cache.assign(1, 0) and cache.assign(3, 10) and cache.assign(5, 20)
-    assert not cache.assign(5, 25)  # same epoch, later offset: no change
-    assert not cache.assign(-1, 30)
-    assert cache.assign(4, 15)  # lower epoch: entries with epoch >= 4 or start >= 15 go
-    assert cache.entries() == [(1, 0), (3, 10), (4, 15)]
-    cache.truncate_from_start(12)
-    assert cache.entries() == [(3, 12), (4, 15)]
-    cache.truncate_from_end(15)
-    assert cache.entries() == [(3, 12)]
-    loaded, ok = LeaderEpochCache.load(tmp_path / "leader-epoch-checkpoint")
-    assert ok and loaded.entries() == [(3, 12)]
-    (tmp_path / "leader-epoch-checkpoint").write_text("0\n2\n5 10\n4 20\n")  # not increasing
-    assert LeaderEpochCache.load(tmp_path / "leader-epoch-checkpoint")[1] is False
 
 
 def test_files_hold_exactly_the_data_after_roll_and_close(tmp_path):
@@ -833,34 +458,3 @@ def test_files_hold_exactly_the_data_after_roll_and_close(tmp_path):
     total = log.size_in_bytes
     log.close()
     assert sum(p.stat().st_size for p in d.glob("*.log")) == total
-
-
-def test_segment_header_scan_stops_at_the_data(open_log):
-    log = open_log()
-    fill(log, 7)
-    assert [h.base_offset for h in log._segments[-1].iter_headers()] == list(range(7))
-
-
-def test_high_watermark_checkpoint_per_log_dir(tmp_path):
-    # Kafka's replication-offset-checkpoint: "0", a count, "topic partition offset" lines,
-    # one file per log dir holding the entries of the partitions that live there.
-    from refka.broker.log.manager import HIGH_WATERMARK_FILE, LogManager
-
-    dirs = [tmp_path / "a", tmp_path / "b"]
-    m = LogManager(dirs)
-    for tp in [("t", 0), ("t", 1), ("my-topic", 3)]:
-        m.get_or_create(*tp)
-    m.write_high_watermarks({("t", 0): 5, ("t", 1): 7, ("my-topic", 3): 0, ("gone", 0): 9})
-    texts = sorted((d / HIGH_WATERMARK_FILE).read_text() for d in dirs)
-    assert sum(len(t.splitlines()) - 2 for t in texts) == 3
-    assert all(t.startswith("0\n") for t in texts)
-    m.close()
-    again = LogManager(dirs)
-    assert again.read_high_watermarks() == {("t", 0): 5, ("t", 1): 7, ("my-topic", 3): 0}
-    again.close()
-    # A torn or foreign file is ignored (high watermarks then start at the log start).
-    (dirs[0] / HIGH_WATERMARK_FILE).write_text("0\n3\nt 0 5\n")
-    third = LogManager(dirs)
-    assert set(third.read_high_watermarks()) <= {("t", 0), ("t", 1), ("my-topic", 3)}
-    assert len(third.read_high_watermarks()) < 3
-    third.close()

@@ -1,8 +1,9 @@
 """Log compaction (refka/broker/log/cleaner.py): what stays, what goes, offsets,
-producer batches, the swap and its recovery, the thread contract.
+producer batches, the swap, the checkpoint, the thread contract. How an
+interrupted swap is finished at open is test_loader.py's.
 
-Most tests run in both storage modes (``mode``); the on-disk swap and checkpoint
-tests are file-only.
+Most tests run in both storage modes (``mode``, conftest.py); the on-disk swap and
+checkpoint tests are file-only.
 """
 
 from __future__ import annotations
@@ -12,17 +13,10 @@ import threading
 
 import pytest
 
-from refka.broker.log import LogConfig, LogManager, OffsetOutOfRangeError, PartitionLog
-from refka.broker.log.cleaner import (
-    CHECKPOINT_FILE,
-    LogCleaner,
-    keyless_records,
-    read_checkpoint,
-)
-from refka.broker.log.log import CLEAN_SHUTDOWN_FILE
+from refka.broker.log import LogConfig, LogManager, OffsetOutOfRangeError, checkpoint
+from refka.broker.log.cleaner import CHECKPOINT_FILE, LogCleaner
 from refka.protocol.records import (
     Compression,
-    NewRecord,
     TimestampType,
     build_batch,
     iter_batches,
@@ -30,31 +24,17 @@ from refka.protocol.records import (
     parse_batches,
     rebuild_batch,
 )
-
-T0 = 1_700_000_000_000
-HOUR = 3_600_000
-# Clean whenever anything is dirty; tombstones live an hour.
-COMPACT = LogConfig(
-    cleanup_policy="compact",
-    segment_bytes=4096,
-    index_interval_bytes=64,
-    min_cleanable_dirty_ratio=0.0,
-    delete_retention_ms=HOUR,
-    file_delete_delay_ms=0,
+from tests.broker.log.helpers import (
+    COMPACT,
+    HOUR,
+    T0,
+    FakeClock,
+    batches,
+    kv,
+    latest_per_key,
+    records,
+    updates,
 )
-
-
-class FakeClock:
-    def __init__(self, now: int = T0) -> None:
-        self.now = now
-
-    def __call__(self) -> int:
-        return self.now
-
-
-@pytest.fixture(params=["file", "memory"])
-def mode(request):
-    return request.param
 
 
 @pytest.fixture
@@ -74,48 +54,7 @@ def manager(mode, tmp_path):
         mgr.close()
 
 
-def kv(*pairs, ts=T0, **kw) -> bytearray:
-    """A batch of (key, value) records; str keys/values are encoded, None stays None."""
-    recs = [NewRecord(None if k is None else k.encode(), None if v is None else v.encode(), (), ts)
-            for k, v in pairs]
-    return build_batch(recs, **kw)
-
-
-def records(log: PartitionLog) -> list[tuple[int, str | None, str | None]]:
-    """(offset, key, value) of every record, from the log start offset."""
-    res = log.read(log.log_start_offset, 1 << 30)
-    data = b"".join(bytes(v) for v in res.records)
-    out = []
-    for h in iter_batches(data, check_counts=False):
-        for r in iter_records(memoryview(data)[h.position : h.end]):
-            out.append((h.base_offset + r.offset_delta,
-                        None if r.key is None else r.key.decode(),
-                        None if r.value is None else r.value.decode()))
-    return out
-
-
-def batches(log: PartitionLog):
-    res = log.read(log.log_start_offset, 1 << 30)
-    data = b"".join(bytes(v) for v in res.records)
-    return data, list(iter_batches(data, check_counts=False))
-
-
-def latest_per_key(recs):
-    out = {}
-    for offset, key, value in recs:
-        out[key] = (offset, value)
-    return out
-
-
-def updates(log, rounds: int, keys: int = 5, ts: int = T0, roll_every: int | None = None) -> None:
-    """``rounds`` batches, each updating every key: value "k<i>=<round>"."""
-    for r in range(rounds):
-        log.append(kv(*[(f"k{i}", f"k{i}={r}") for i in range(keys)], ts=ts + r), leader_epoch=0)
-        if roll_every and (r + 1) % roll_every == 0:
-            log.roll()
-
-
-# -- what stays -------------------------------------------------------------------------
+# -- what stays ----------------------------------------------------------------------------
 
 
 def test_keeps_the_latest_record_per_key_at_its_offset(manager):
@@ -198,7 +137,7 @@ def test_keyless_records_are_dropped_by_the_cleaner(manager):
     assert [(k, v) for _o, k, v in records(log)] == [("a", "1"), ("b", "2"), ("c", "3")]
 
 
-# -- bounds: high watermark, min.compaction.lag.ms ----------------------------------------------
+# -- bounds: high watermark, min.compaction.lag.ms -----------------------------------------
 
 
 def test_nothing_at_or_above_the_high_watermark_is_cleaned(manager):
@@ -237,7 +176,7 @@ def test_max_compaction_lag_cleans_below_the_dirty_ratio(manager):
     assert cleaner.clean_pass(T0 + 20_000).logs_cleaned == 1  # the same dirt, older than the lag
 
 
-# -- tombstones -------------------------------------------------------------------------------
+# -- tombstones ----------------------------------------------------------------------------
 
 
 def test_tombstones_stay_for_delete_retention_then_go(manager):
@@ -271,7 +210,7 @@ def test_log_append_time_tombstones_age_from_the_append_time(manager):
     assert records(log) == []
 
 
-# -- batches: rebuilt, kept, empty ------------------------------------------------------------
+# -- batches: rebuilt, kept, empty ---------------------------------------------------------
 
 
 @pytest.mark.parametrize("codec", list(Compression))
@@ -337,14 +276,7 @@ def test_rebuild_batch_keeps_header_fields_and_recomputes_max_timestamp():
     assert empty.timestamp_type == TimestampType.LOG_APPEND_TIME
 
 
-def test_keyless_records_finds_records_without_keys():
-    data = kv(("a", "1"), (None, "x")) + kv((None, "y"), ("b", "2"))
-    assert keyless_records(data, parse_batches(data)) == [1, 0]
-    ok = kv(("a", "1"))
-    assert keyless_records(ok, parse_batches(ok)) == []
-
-
-# -- concurrency and the swap ---------------------------------------------------------------
+# -- concurrency, the swap, the checkpoint -------------------------------------------------
 
 
 def test_a_log_that_changed_under_the_pass_is_left_alone(manager, mode, tmp_path):
@@ -422,7 +354,7 @@ def test_checkpoint_is_kafkas_file_and_survives_a_restart(tmp_path):
     first_dirty = log.segment_base_offsets()[-1]
     lines = (tmp_path / CHECKPOINT_FILE).read_text().splitlines()
     assert lines == ["0", "1", f"t 0 {first_dirty}"]
-    assert read_checkpoint(tmp_path / CHECKPOINT_FILE) == {("t", 0): first_dirty}
+    assert checkpoint.read_partition_offsets(tmp_path / CHECKPOINT_FILE) == {("t", 0): first_dirty}
     mgr.close()
     mgr = LogManager([tmp_path], default_config=COMPACT, clock=clock)
     cleaner = LogCleaner(mgr, clock=clock)
@@ -431,65 +363,19 @@ def test_checkpoint_is_kafkas_file_and_survives_a_restart(tmp_path):
     mgr.close()
 
 
-def _crash_after_commit(tmp_path, monkeypatch, fail_install: bool):
-    """Clean once but stop after the .swap commit: either before the old segments
-    are touched (the log refuses the swap, the files stay) or in the middle of the
-    install (old segments renamed *.deleted, the .swap files not yet renamed)."""
-    from refka.broker.log import cleaner as cleaner_mod
-
+def test_an_unreadable_checkpoint_is_ignored(tmp_path):
+    # The next pass then cleans from the log start offset: more work, nothing else.
     clock = FakeClock()
     mgr = LogManager([tmp_path], default_config=COMPACT, clock=clock)
     log = mgr.get_or_create("t", 0)
     updates(log, 20, roll_every=5)
-    expected = latest_per_key(records(log))
-    monkeypatch.setattr(cleaner_mod, "_discard", lambda new: new.close())
-    if fail_install:
-        def broken_installer(new):
-            def install():
-                raise OSError("simulated crash during the install")
-            return install
-        monkeypatch.setattr(LogCleaner, "_installer", staticmethod(broken_installer))
-    else:
-        monkeypatch.setattr(PartitionLog, "replace_segments", lambda *a, **k: False)
-    LogCleaner(mgr, clock=clock).clean_pass(T0 + 1000)
-    directory = tmp_path / "t-0"
-    assert list(directory.glob("*.log.swap"))
-    monkeypatch.undo()
-    # kill -9: no clean close.
-    for seg_log in mgr.logs().values():
-        seg_log.close_without_flush()
-    (directory / CLEAN_SHUTDOWN_FILE).unlink(missing_ok=True)
-    return directory, expected
-
-
-@pytest.mark.parametrize("fail_install", [False, True], ids=["before-install", "during-install"])
-def test_an_interrupted_swap_is_completed_at_open(tmp_path, monkeypatch, fail_install):
-    directory, expected = _crash_after_commit(tmp_path, monkeypatch, fail_install)
-    mgr = LogManager([tmp_path], default_config=COMPACT, clock=FakeClock())
-    log = mgr.get("t", 0)
-    recs = records(log)
-    assert latest_per_key(recs) == expected
-    assert len(recs) < 100  # the cleaned segment, not the old ones
-    offsets = [o for o, _k, _v in recs]
-    assert offsets == sorted(set(offsets))
-    assert not [p for p in directory.iterdir() if p.name.endswith((".swap", ".cleaned", ".deleted"))]
-    assert log.log_end_offset == 100
-    mgr.close()
-
-
-def test_leftover_cleaned_files_are_removed_at_open(tmp_path):
-    mgr = LogManager([tmp_path], default_config=COMPACT, clock=FakeClock())
-    log = mgr.get_or_create("t", 0)
-    updates(log, 10, roll_every=5)
-    before = records(log)
-    mgr.close()
-    directory = tmp_path / "t-0"
-    (directory / "00000000000000000000.log.cleaned").write_bytes(b"half written")
-    (directory / "00000000000000000000.index.swap").write_bytes(b"")  # no .log.swap: never committed
-    mgr = LogManager([tmp_path], default_config=COMPACT, clock=FakeClock())
-    assert records(mgr.get("t", 0)) == before
-    assert sorted(p.name for p in directory.iterdir() if not p.name.endswith((".log", "index", "checkpoint",
-                                                                              ".snapshot", "offset"))) == []
+    (tmp_path / CHECKPOINT_FILE).write_text("0\n2\nt 0 15\n")  # a count the lines do not match
+    cleaner = LogCleaner(mgr, clock=clock)
+    assert cleaner.first_dirty_offset("t", 0) is None
+    assert cleaner.clean_pass(T0 + 1000).logs_cleaned == 1
+    assert checkpoint.read_partition_offsets(tmp_path / CHECKPOINT_FILE) == {
+        ("t", 0): log.segment_base_offsets()[-1]
+    }
     mgr.close()
 
 
