@@ -1,4 +1,15 @@
-"""The group coordinator: classic consumer groups and their committed offsets.
+"""The group coordinator: where classic groups live, and their committed offsets.
+
+Every group request comes here (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+OffsetCommit, OffsetFetch, OffsetDelete, DescribeGroups, ListGroups,
+DeleteGroups; the handlers only translate). The coordinator finds the group,
+answering INVALID_GROUP_ID, NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS
+before any rule of the group applies; hands JoinGroup, SyncGroup, Heartbeat
+and LeaveGroup to the group membership protocol (membership.py, the rebalance
+rules at its top); answers the offset and admin requests itself; and writes
+what must survive to __consumer_offsets. What a group is, its state graph and
+what each move does are the model's (metadata.py, its rules at its top);
+committed offsets and their expiry are offsets.py's, the records storage.py's.
 
 Where state lives: a group belongs to the __consumer_offsets partition
 ``abs(java_hash(group_id)) % partitions`` (Kafka's ``partitionFor``); the
@@ -16,57 +27,32 @@ members get a fresh session timeout, so live clients carry on (same member
 ids, same generation) and dead ones are expired. ``on_resign`` drops the
 groups; waiting members are told NOT_COORDINATOR and find the new coordinator.
 
-The classic rebalance protocol (Kafka's GroupCoordinator), its rules:
+The offset and admin rules:
 
-- States: Empty (no members), PreparingRebalance (collecting JoinGroups),
-  CompletingRebalance (waiting for the leader's SyncGroup), Stable, Dead
-  (deleted, expired or unloaded). ``TRANSITIONS`` below is the whole graph;
-  any other move is ``IllegalGroupTransition`` (a bug of ours).
-- A first JoinGroup has an empty member id. v4+ answers it at once with
-  MEMBER_ID_REQUIRED and a new id (the member is "pending" until it joins
-  with it, or for one session timeout); v0-v3 and static members
-  (group_instance_id, KIP-345) are added at once.
-- A join into Empty starts the rebalance after group.initial.rebalance.delay.ms,
-  extended by the same delay (bounded by the rebalance timeout) while new
-  members keep arriving. Otherwise the join phase ends when every member and
-  no pending member has rejoined, or after the group's rebalance timeout (the
-  largest of its members' rebalance_timeout_ms, which is the consumer's
-  max.poll.interval.ms): dynamic members that did not rejoin are removed.
-  Ending it bumps the generation, picks the protocol every member supports
-  that most members list first, and answers every JoinGroup; the leader's
-  answer carries every member's subscription.
-- SyncGroup from the leader stores the assignment (group metadata record) and
-  answers every member waiting in SyncGroup; members that do not sync within
-  the rebalance timeout are removed and the group rebalances again.
-- Heartbeats keep a member: a member that sends none for session_timeout_ms is
-  removed (members waiting in JoinGroup/SyncGroup are covered by the
-  rebalance timeout instead). Heartbeat says REBALANCE_IN_PROGRESS while the
-  group prepares a rebalance; a wrong generation is ILLEGAL_GENERATION, an
-  unknown member UNKNOWN_MEMBER_ID, a static member id that is not the
-  current one for its instance FENCED_INSTANCE_ID.
-- A new member, a member changing its protocols, the leader rejoining,
-  LeaveGroup, and a removed member all rebalance a Stable or
-  CompletingRebalance group. A static member rejoining with an empty member
-  id takes over its old member id's place: in a Stable group whose protocol
-  would not change there is no rebalance (the group keeps its generation and
-  assignment).
 - Offset commits are accepted from the current generation's members (not
   while CompletingRebalance: REBALANCE_IN_PROGRESS), and with generation -1
   only while the group is Empty (simple consumers, admin tools), which
-  creates the group.
+  creates the group. A commit is answered once its record is replicated, or
+  after offsets.commit.timeout.ms.
+- Offsets expire as offsets.py says, checked every
+  offsets.retention.check.interval.ms; an Empty group left without offsets
+  is deleted.
+- OffsetDelete deletes any offset of an Empty group; of a consumer group only
+  the topics no member subscribes to (else GROUP_SUBSCRIBED_TO_TOPIC); of
+  another live group none (NON_EMPTY_GROUP). DeleteGroups deletes Empty
+  groups only (else NON_EMPTY_GROUP).
 
-Timers are asyncio timer handles (``Timer``: ``loop.call_later``), keyed per
-group and member, replaced on each heartbeat; nothing polls.
+Timers are keyed asyncio timer handles (timer.py), shared with membership.py
+(a group's join phase and syncs, each member's session); the coordinator's
+own is the offsets expiry. Nothing polls.
 """
 
 from __future__ import annotations
 
 import asyncio
-import enum
 import time
-import uuid
 from collections.abc import Callable, Coroutine, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from refka.protocol import ErrorCode
@@ -74,14 +60,11 @@ from refka.protocol import ErrorCode
 from ..log import LogError
 from ..logging import get_logger
 from . import storage
-from .offsets import (
-    CONSUMER_PROTOCOL_TYPE,
-    CommittedOffset,
-    TopicPartition,
-    expired_offsets,
-    subscription_topics,
-)
-from .storage import OffsetKey, StoredGroup, StoredMember
+from .membership import GroupMembership, JoinRequest
+from .metadata import Group, GroupState, GroupSummary, JoinResult, SyncResult
+from .offsets import CONSUMER_PROTOCOL_TYPE, CommittedOffset, TopicPartition, expired_offsets
+from .storage import OffsetKey, StoredGroup
+from .timer import Timer
 
 if TYPE_CHECKING:
     from ..broker import Broker
@@ -89,30 +72,7 @@ if TYPE_CHECKING:
 log = get_logger("refka.group")
 
 E = ErrorCode
-
-
-class GroupState(enum.Enum):
-    EMPTY = "Empty"
-    PREPARING_REBALANCE = "PreparingRebalance"
-    COMPLETING_REBALANCE = "CompletingRebalance"
-    STABLE = "Stable"
-    DEAD = "Dead"
-
-
 S = GroupState
-
-# state -> the states it may move to (Kafka's GroupState.validPreviousStates, inverted).
-TRANSITIONS: dict[GroupState, frozenset[GroupState]] = {
-    S.EMPTY: frozenset({S.PREPARING_REBALANCE, S.DEAD}),
-    S.PREPARING_REBALANCE: frozenset({S.COMPLETING_REBALANCE, S.EMPTY, S.DEAD}),
-    S.COMPLETING_REBALANCE: frozenset({S.STABLE, S.PREPARING_REBALANCE, S.DEAD}),
-    S.STABLE: frozenset({S.PREPARING_REBALANCE, S.DEAD}),
-    S.DEAD: frozenset({S.DEAD}),
-}
-
-
-class IllegalGroupTransition(RuntimeError):
-    """The coordinator tried a state change the protocol does not have (our bug)."""
 
 
 # A new member that never completes its first join is dropped after this long
@@ -164,314 +124,6 @@ def partition_for(group_id: str, partitions: int) -> int:
     return (0 if h == -(2**31) else abs(h)) % partitions
 
 
-# -- results handed to the handlers
-
-
-@dataclass(slots=True)
-class JoinRequest:
-    group_id: str
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    session_timeout_ms: int
-    rebalance_timeout_ms: int
-    protocol_type: str
-    protocols: list[tuple[str, bytes]]
-    api_version: int
-    reason: str | None = None
-
-
-@dataclass(slots=True)
-class JoinResult:
-    error: ErrorCode
-    member_id: str = ""
-    generation_id: int = -1
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-    leader_id: str = ""
-    members: list[tuple[str, str | None, bytes]] = field(default_factory=list)
-    skip_assignment: bool = False
-
-
-@dataclass(slots=True)
-class SyncResult:
-    error: ErrorCode
-    assignment: bytes = b""
-    protocol_type: str | None = None
-    protocol_name: str | None = None
-
-
-@dataclass(slots=True)
-class MemberSummary:
-    member_id: str
-    group_instance_id: str | None
-    client_id: str
-    client_host: str
-    metadata: bytes
-    assignment: bytes
-
-
-@dataclass(slots=True)
-class GroupSummary:
-    state: str
-    protocol_type: str
-    protocol: str
-    members: list[MemberSummary]
-
-
-# -- members and groups
-
-
-class Member:
-    __slots__ = (
-        "member_id",
-        "group_instance_id",
-        "client_id",
-        "client_host",
-        "rebalance_timeout_ms",
-        "session_timeout_ms",
-        "protocol_type",
-        "protocols",
-        "assignment",
-        "join_waiter",
-        "sync_waiter",
-        "is_new",
-    )
-
-    def __init__(self, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
-                 rebalance_timeout_ms: int, session_timeout_ms: int, protocol_type: str,
-                 protocols: list[tuple[str, bytes]]) -> None:
-        self.member_id = member_id
-        self.group_instance_id = group_instance_id
-        self.client_id = client_id
-        self.client_host = client_host
-        self.rebalance_timeout_ms = rebalance_timeout_ms
-        self.session_timeout_ms = session_timeout_ms
-        self.protocol_type = protocol_type
-        self.protocols = protocols
-        self.assignment = b""
-        # A JoinGroup / SyncGroup answer owed to this member. Kept even if the
-        # client went away: it still counts as having joined (as in Kafka).
-        self.join_waiter: asyncio.Future[JoinResult] | None = None
-        self.sync_waiter: asyncio.Future[SyncResult] | None = None
-        self.is_new = False
-
-    def protocol_names(self) -> list[str]:
-        return [name for name, _ in self.protocols]
-
-    def metadata(self, protocol: str) -> bytes:
-        for name, meta in self.protocols:
-            if name == protocol:
-                return meta
-        return b""
-
-    def matches(self, protocols: list[tuple[str, bytes]]) -> bool:
-        return self.protocols == protocols
-
-    def complete_join(self, result: JoinResult) -> bool:
-        w, self.join_waiter = self.join_waiter, None
-        if w is None:
-            return False
-        if not w.done():
-            w.set_result(result)
-        return True
-
-    def complete_sync(self, result: SyncResult) -> bool:
-        w, self.sync_waiter = self.sync_waiter, None
-        if w is None:
-            return False
-        if not w.done():
-            w.set_result(result)
-        return True
-
-
-class Group:
-    def __init__(self, group_id: str, now_ms: int, state: GroupState = S.EMPTY) -> None:
-        self.group_id = group_id
-        self.state = state
-        self.previous_state: GroupState | None = None
-        self.state_timestamp = now_ms
-        self.generation_id = 0
-        self.protocol_type: str | None = None
-        self.protocol_name: str | None = None
-        self.leader_id: str | None = None
-        self.members: dict[str, Member] = {}
-        self.static_members: dict[str, str] = {}  # group_instance_id -> member_id
-        self.pending_members: set[str] = set()  # got MEMBER_ID_REQUIRED, not joined yet
-        self.pending_sync: set[str] = set()  # in this generation, no SyncGroup yet
-        self.new_member_added = False  # during the initial delayed join
-        self.subscribed_topics: set[str] | None = None
-        self.offsets: dict[TopicPartition, CommittedOffset] = {}
-
-    def __repr__(self) -> str:
-        return f"Group({self.group_id!r}, {self.state.value}, generation={self.generation_id})"
-
-    def transition(self, to: GroupState, now_ms: int) -> None:
-        if to not in TRANSITIONS[self.state]:
-            raise IllegalGroupTransition(f"group {self.group_id}: {self.state.value} -> {to.value}")
-        self.previous_state = self.state
-        self.state = to
-        self.state_timestamp = now_ms
-
-    @property
-    def can_rebalance(self) -> bool:
-        return S.PREPARING_REBALANCE in TRANSITIONS[self.state]
-
-    def is_leader(self, member_id: str) -> bool:
-        return self.leader_id == member_id
-
-    def add(self, member: Member, waiter: asyncio.Future[JoinResult] | None) -> None:
-        if not self.members:
-            self.protocol_type = member.protocol_type
-        self.members[member.member_id] = member
-        if member.group_instance_id is not None:
-            self.static_members[member.group_instance_id] = member.member_id
-        if self.leader_id is None:
-            self.leader_id = member.member_id
-        member.join_waiter = waiter
-
-    def remove(self, member_id: str) -> Member | None:
-        """Takes a member out; any answer still owed to it says UNKNOWN_MEMBER_ID."""
-        self.pending_members.discard(member_id)
-        self.pending_sync.discard(member_id)
-        m = self.members.pop(member_id, None)
-        if m is None:
-            return None
-        if m.group_instance_id is not None and self.static_members.get(m.group_instance_id) == member_id:
-            del self.static_members[m.group_instance_id]
-        if self.leader_id == member_id:
-            self.leader_id = next(iter(self.members), None)
-        m.complete_join(JoinResult(E.UNKNOWN_MEMBER_ID))
-        m.complete_sync(SyncResult(E.UNKNOWN_MEMBER_ID))
-        return m
-
-    def replace_static_member(self, instance_id: str, old_id: str, new_id: str) -> Member:
-        """A static member rejoined with an empty member id: it takes the old one's place;
-        whoever still waits as the old id is fenced."""
-        m = self.members.pop(old_id)
-        m.complete_join(JoinResult(E.FENCED_INSTANCE_ID, member_id=old_id))
-        m.complete_sync(SyncResult(E.FENCED_INSTANCE_ID))
-        m.member_id = new_id
-        self.members[new_id] = m
-        self.static_members[instance_id] = new_id
-        if self.leader_id == old_id:
-            self.leader_id = new_id
-        if old_id in self.pending_sync:
-            self.pending_sync.discard(old_id)
-            self.pending_sync.add(new_id)
-        return m
-
-    def update_member(self, m: Member, protocols: list[tuple[str, bytes]], rebalance_timeout_ms: int,
-                      session_timeout_ms: int, waiter: asyncio.Future[JoinResult] | None) -> None:
-        m.protocols = protocols
-        m.rebalance_timeout_ms = rebalance_timeout_ms
-        m.session_timeout_ms = session_timeout_ms
-        if waiter is not None and m.join_waiter is not None and m.join_waiter is not waiter:
-            # A second JoinGroup while the first still waits: the first is answered
-            # now rather than never (Kafka drops it; here it would block its connection).
-            m.complete_join(JoinResult(E.REBALANCE_IN_PROGRESS, member_id=m.member_id))
-        m.join_waiter = waiter
-
-    def validate_member(self, member_id: str, group_instance_id: str | None) -> ErrorCode:
-        if group_instance_id is not None:
-            current = self.static_members.get(group_instance_id)
-            if current is None:
-                return E.UNKNOWN_MEMBER_ID
-            if current != member_id:
-                return E.FENCED_INSTANCE_ID
-            return E.NONE
-        return E.NONE if member_id in self.members else E.UNKNOWN_MEMBER_ID
-
-    def supports_protocols(self, protocol_type: str, names: list[str]) -> bool:
-        if self.state is S.EMPTY:
-            return bool(protocol_type) and bool(names)
-        if self.protocol_type != protocol_type:
-            return False
-        return any(all(n in m.protocol_names() for m in self.members.values()) for n in names)
-
-    def awaiting_join(self) -> int:
-        return sum(1 for m in self.members.values() if m.join_waiter is not None)
-
-    def has_all_members_joined(self) -> bool:
-        return len(self.members) == self.awaiting_join() and not self.pending_members
-
-    def rebalance_timeout_ms(self) -> int:
-        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
-
-    def select_protocol(self) -> str:
-        """The protocol every member supports that most members list first
-        (ties: the first such in the first member's order)."""
-        members = list(self.members.values())
-        candidates = [n for n in members[0].protocol_names() if all(n in m.protocol_names() for m in members)]
-        if not candidates:
-            raise IllegalGroupTransition(f"group {self.group_id}: no protocol common to all members")
-        votes = dict.fromkeys(candidates, 0)
-        for m in members:
-            votes[next(n for n in m.protocol_names() if n in votes)] += 1
-        return max(candidates, key=lambda n: votes[n])  # max keeps the first of equals
-
-    def maybe_elect_new_joined_leader(self) -> bool:
-        if self.leader_id is None:
-            return False
-        leader = self.members.get(self.leader_id)
-        if leader is not None and leader.join_waiter is not None:
-            return True
-        for mid, m in self.members.items():
-            if m.join_waiter is not None:
-                self.leader_id = mid
-                return True
-        return False
-
-    def compute_subscribed_topics(self) -> set[str] | None:
-        if self.protocol_type != CONSUMER_PROTOCOL_TYPE:
-            return None
-        if not self.members:
-            return set()
-        if self.protocol_name is None:
-            return None
-        out: set[str] = set()
-        for m in self.members.values():
-            topics = subscription_topics(m.metadata(self.protocol_name))
-            if topics is None:
-                return None
-            out |= topics
-        return out
-
-    def is_subscribed_to(self, topic: str) -> bool:
-        return self.subscribed_topics is None or topic in self.subscribed_topics
-
-    def init_next_generation(self, now_ms: int) -> None:
-        self.generation_id += 1
-        if self.members:
-            self.protocol_name = self.select_protocol()
-            self.transition(S.COMPLETING_REBALANCE, now_ms)
-        else:
-            self.protocol_name = None
-            self.transition(S.EMPTY, now_ms)
-        self.subscribed_topics = self.compute_subscribed_topics()
-
-    def members_for_leader(self) -> list[tuple[str, str | None, bytes]]:
-        p = self.protocol_name or ""
-        return [(m.member_id, m.group_instance_id, m.metadata(p)) for m in self.members.values()]
-
-    def stored(self, assignment: dict[str, bytes]) -> StoredGroup:
-        p = self.protocol_name
-        return StoredGroup(
-            protocol_type=self.protocol_type or "",
-            generation=self.generation_id,
-            protocol=p,
-            leader=self.leader_id,
-            current_state_timestamp=self.state_timestamp,
-            members=[
-                StoredMember(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                             m.rebalance_timeout_ms, m.session_timeout_ms,
-                             m.metadata(p) if p is not None else b"", assignment.get(m.member_id, b""))
-                for m in self.members.values()
-            ],
-        )
-
-
 class Shard:
     """One __consumer_offsets partition this broker leads, and its groups."""
 
@@ -483,47 +135,6 @@ class Shard:
         self.groups: dict[str, Group] = {}
         self.loading = True
         self.load_task: asyncio.Task[None] | None = None
-
-
-class Timer:
-    """Keyed one-shot timers: asyncio timer handles, a new schedule replacing the old."""
-
-    def __init__(self) -> None:
-        self._handles: dict[tuple[Any, ...], asyncio.TimerHandle] = {}
-
-    def schedule(self, key: tuple[Any, ...], delay_ms: int, fn: Callable[..., None], *args: Any) -> None:
-        self.cancel(key)
-        loop = asyncio.get_running_loop()
-        self._handles[key] = loop.call_later(max(delay_ms, 0) / 1000, self._fire, key, fn, args)
-
-    def _fire(self, key: tuple[Any, ...], fn: Callable[..., None], args: tuple[Any, ...]) -> None:
-        self._handles.pop(key, None)
-        try:
-            fn(*args)
-        except Exception:
-            log.exception("group_timer_failed", timer=str(key[0]))
-
-    def cancel(self, key: tuple[Any, ...]) -> None:
-        h = self._handles.pop(key, None)
-        if h is not None:
-            h.cancel()
-
-    def close(self) -> None:
-        for h in self._handles.values():
-            h.cancel()
-        self._handles.clear()
-
-
-def _join_key(g: Group) -> tuple[Any, ...]:
-    return ("join", g.group_id)
-
-
-def _sync_key(g: Group) -> tuple[Any, ...]:
-    return ("sync", g.group_id)
-
-
-def _heartbeat_key(g: Group, member_id: str) -> tuple[Any, ...]:
-    return ("heartbeat", g.group_id, member_id)
 
 
 class GroupCoordinator:
@@ -542,6 +153,10 @@ class GroupCoordinator:
         self.shards: dict[int, Shard] = {}
         self.offsets_topic_creation: asyncio.Task[Any] | None = None  # FindCoordinator's, at most one
         self._expiry_scheduled = False
+        self.membership = GroupMembership(
+            self.timer, self.clock, self._append_group, self._after_write,
+            max_size=settings.max_size, initial_rebalance_delay_ms=settings.initial_rebalance_delay_ms,
+            new_member_join_timeout_ms=settings.new_member_join_timeout_ms)
 
     @classmethod
     def for_broker(cls, broker: Broker) -> GroupCoordinator:
@@ -590,7 +205,7 @@ class GroupCoordinator:
         if shard.load_task is not None and not shard.load_task.done():
             shard.load_task.cancel()
         for g in shard.groups.values():
-            self._unload(g)
+            self.membership.on_group_unloaded(g)
         log.info("group_partition_unloaded", partition=index, groups=len(shard.groups))
 
     async def _load(self, shard: Shard) -> None:
@@ -627,53 +242,16 @@ class GroupCoordinator:
             group_offsets = offsets.get(gid, {})
             if stored is None and not group_offsets:
                 continue
-            g = self._group_from_stored(gid, stored, now)
+            g = Group.from_stored(gid, stored, now)
             g.offsets = group_offsets
             shard.groups[gid] = g
         shard.loading = False
         for g in shard.groups.values():
-            for m in g.members.values():
-                self._reschedule_heartbeat(g, m)
-            if len(g.members) > self.settings.max_size:
-                self._prepare_rebalance(g, "loaded group is over group.max.size")
+            self.membership.on_group_loaded(g)
         emit = log.info if shard.groups else log.debug  # fifty empty partitions say nothing
         emit("group_partition_loaded", partition=shard.index, leader_epoch=shard.leader_epoch,
              groups=len(shard.groups), records=records, unreadable=bad,
              ms=round((time.monotonic() - started) * 1000, 1))
-
-    def _group_from_stored(self, gid: str, stored: StoredGroup | None, now: int) -> Group:
-        g = Group(gid, now)
-        if stored is None:
-            return g  # offsets only: a simple consumer's group
-        g.generation_id = stored.generation
-        g.protocol_type = stored.protocol_type or None
-        g.protocol_name = stored.protocol
-        if stored.current_state_timestamp >= 0:
-            g.state_timestamp = stored.current_state_timestamp
-        for sm in stored.members:
-            m = Member(sm.member_id, sm.group_instance_id, sm.client_id, sm.client_host,
-                       sm.rebalance_timeout_ms, sm.session_timeout_ms, stored.protocol_type,
-                       [(stored.protocol or "", sm.subscription)])
-            m.assignment = sm.assignment
-            g.members[m.member_id] = m
-            if m.group_instance_id is not None:
-                g.static_members[m.group_instance_id] = m.member_id
-        if g.members:
-            g.state = S.STABLE
-            g.leader_id = stored.leader if stored.leader in g.members else next(iter(g.members))
-        g.subscribed_topics = g.compute_subscribed_topics()
-        return g
-
-    def _unload(self, g: Group) -> None:
-        for m in g.members.values():
-            m.complete_join(JoinResult(E.NOT_COORDINATOR, member_id=m.member_id))
-            m.complete_sync(SyncResult(E.NOT_COORDINATOR))
-            self.timer.cancel(_heartbeat_key(g, m.member_id))
-        for mid in g.pending_members:
-            self.timer.cancel(_heartbeat_key(g, mid))
-        self.timer.cancel(_join_key(g))
-        self.timer.cancel(_sync_key(g))
-        g.transition(S.DEAD, self.clock())
 
     # -- lookups
 
@@ -685,7 +263,7 @@ class GroupCoordinator:
             return None, E.COORDINATOR_LOAD_IN_PROGRESS
         return shard, E.NONE
 
-    # -- JoinGroup
+    # -- JoinGroup, SyncGroup, Heartbeat, LeaveGroup: the group found, membership.py runs it
 
     async def join_group(self, req: JoinRequest) -> JoinResult:
         if not req.group_id:
@@ -696,252 +274,12 @@ class GroupCoordinator:
         s = self.settings
         if not s.min_session_timeout_ms <= req.session_timeout_ms <= s.max_session_timeout_ms:
             return JoinResult(E.INVALID_SESSION_TIMEOUT, member_id=req.member_id)
-        unknown = req.member_id == ""
         g = shard.groups.get(req.group_id)
         if g is None:
-            if not unknown:
+            if req.member_id != "":
                 return JoinResult(E.UNKNOWN_MEMBER_ID, member_id=req.member_id)
             g = shard.groups[req.group_id] = Group(req.group_id, self.clock())
-        if not self._accept_joining_member(g, req.member_id):
-            if req.member_id in g.members:
-                self._remove_member_and_update_group(g, g.members[req.member_id], "group is over group.max.size")
-            return JoinResult(E.GROUP_MAX_SIZE_REACHED)
-        waiter: asyncio.Future[JoinResult] = asyncio.get_running_loop().create_future()
-        if unknown:
-            self._join_new_member(g, req, waiter)
-        else:
-            self._join_existing_member(g, req, waiter)
-        return await asyncio.shield(waiter)
-
-    def _accept_joining_member(self, g: Group, member_id: str) -> bool:
-        if g.state in (S.EMPTY, S.DEAD):
-            return True
-        if g.state is S.PREPARING_REBALANCE:
-            m = g.members.get(member_id)
-            return (m is not None and m.join_waiter is not None) or g.awaiting_join() < self.settings.max_size
-        return member_id in g.members or len(g.members) < self.settings.max_size
-
-    def _join_new_member(self, g: Group, req: JoinRequest, waiter: asyncio.Future[JoinResult]) -> None:
-        if g.state is S.DEAD:
-            waiter.set_result(JoinResult(E.COORDINATOR_NOT_AVAILABLE))
-            return
-        if not g.supports_protocols(req.protocol_type, [n for n, _ in req.protocols]):
-            waiter.set_result(JoinResult(E.INCONSISTENT_GROUP_PROTOCOL))
-            return
-        new_id = f"{req.group_instance_id or req.client_id}-{uuid.uuid4()}"
-        if req.group_instance_id is not None:
-            existing = g.static_members.get(req.group_instance_id)
-            if existing is not None:
-                self._update_static_member(g, req, existing, new_id, waiter)
-            else:
-                self._add_member_and_rebalance(g, req, new_id, waiter)
-        elif req.api_version >= 4:
-            # KIP-394: the member must come back with this id before it counts.
-            g.pending_members.add(new_id)
-            self.timer.schedule(_heartbeat_key(g, new_id), req.session_timeout_ms, self._heartbeat_expired, g, new_id)
-            waiter.set_result(JoinResult(E.MEMBER_ID_REQUIRED, member_id=new_id))
-        else:
-            self._add_member_and_rebalance(g, req, new_id, waiter)
-
-    def _join_existing_member(self, g: Group, req: JoinRequest, waiter: asyncio.Future[JoinResult]) -> None:
-        mid = req.member_id
-        if g.state is S.DEAD:
-            waiter.set_result(JoinResult(E.COORDINATOR_NOT_AVAILABLE, member_id=mid))
-            return
-        if not g.supports_protocols(req.protocol_type, [n for n, _ in req.protocols]):
-            waiter.set_result(JoinResult(E.INCONSISTENT_GROUP_PROTOCOL, member_id=mid))
-            return
-        if mid in g.pending_members:
-            if req.group_instance_id is not None:
-                waiter.set_result(JoinResult(E.UNKNOWN_MEMBER_ID, member_id=mid))
-                return
-            g.pending_members.discard(mid)
-            self._add_member_and_rebalance(g, req, mid, waiter)
-            return
-        err = g.validate_member(mid, req.group_instance_id)
-        if err:
-            waiter.set_result(JoinResult(err, member_id=mid))
-            return
-        m = g.members[mid]
-        if g.state is S.PREPARING_REBALANCE:
-            self._update_member_and_rebalance(g, m, req, waiter, "member joins during the rebalance")
-        elif g.state is S.COMPLETING_REBALANCE:
-            if m.matches(req.protocols):
-                # Lost the first answer: the same one again.
-                waiter.set_result(self._join_answer(g, m, with_members=g.is_leader(mid)))
-            else:
-                self._update_member_and_rebalance(g, m, req, waiter, "member changed its protocols")
-        elif g.state is S.STABLE:
-            if g.is_leader(mid) or not m.matches(req.protocols):
-                # The leader's JoinGroup asks for a rebalance (e.g. its topics' partitions changed).
-                reason = "leader rejoins" if g.is_leader(mid) else "member changed its protocols"
-                self._update_member_and_rebalance(g, m, req, waiter, reason)
-            else:
-                waiter.set_result(self._join_answer(g, m, with_members=False))
-        else:  # Empty: the member is from a generation that is gone
-            waiter.set_result(JoinResult(E.UNKNOWN_MEMBER_ID, member_id=mid))
-
-    def _join_answer(self, g: Group, m: Member, *, with_members: bool, leader: str | None = None,
-                     skip_assignment: bool = False) -> JoinResult:
-        return JoinResult(
-            E.NONE,
-            member_id=m.member_id,
-            generation_id=g.generation_id,
-            protocol_type=g.protocol_type,
-            protocol_name=g.protocol_name,
-            leader_id=(leader if leader is not None else g.leader_id) or "",
-            members=g.members_for_leader() if with_members else [],
-            skip_assignment=skip_assignment,
-        )
-
-    def _add_member_and_rebalance(self, g: Group, req: JoinRequest, member_id: str,
-                                  waiter: asyncio.Future[JoinResult]) -> None:
-        m = Member(member_id, req.group_instance_id, req.client_id, req.client_host, req.rebalance_timeout_ms,
-                   req.session_timeout_ms, req.protocol_type, req.protocols)
-        m.is_new = True
-        if g.state is S.PREPARING_REBALANCE and g.previous_state is S.EMPTY:
-            g.new_member_added = True
-        g.add(m, waiter)
-        # A new member cannot heartbeat until its first join completes: bound that wait.
-        self._reschedule_heartbeat(g, m, self.settings.new_member_join_timeout_ms)
-        self._maybe_prepare_rebalance_or_complete_join(g, f"member {member_id} joins")
-
-    def _update_member_and_rebalance(self, g: Group, m: Member, req: JoinRequest,
-                                     waiter: asyncio.Future[JoinResult], reason: str) -> None:
-        g.update_member(m, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, waiter)
-        self._maybe_prepare_rebalance_or_complete_join(g, reason)
-
-    def _update_static_member(self, g: Group, req: JoinRequest, old_id: str, new_id: str,
-                              waiter: asyncio.Future[JoinResult]) -> None:
-        instance_id = req.group_instance_id
-        assert instance_id is not None
-        current_leader = g.leader_id
-        m = g.replace_static_member(instance_id, old_id, new_id)
-        self.timer.cancel(_heartbeat_key(g, old_id))
-        self._reschedule_heartbeat(g, m)
-        old = (m.protocols, m.rebalance_timeout_ms, m.session_timeout_ms)
-        g.update_member(m, req.protocols, req.rebalance_timeout_ms, req.session_timeout_ms, waiter)
-        if g.state is S.STABLE:
-            if g.protocol_name == g.select_protocol():
-                # KIP-345: same protocol, no rebalance; remember the new member id.
-                assignment = {mid: mm.assignment for mid, mm in g.members.items()}
-                res = self._append_group(g, assignment)
-                if res.error:
-                    # Not stored: the old member id stays the instance's.
-                    m.join_waiter = None
-                    m.protocols, m.rebalance_timeout_ms, m.session_timeout_ms = old
-                    g.replace_static_member(instance_id, new_id, old_id)
-                    self.timer.cancel(_heartbeat_key(g, new_id))
-                    self._reschedule_heartbeat(g, m)
-                    waiter.set_result(JoinResult(res.error, generation_id=g.generation_id,
-                                                 leader_id=current_leader or ""))
-                    return
-                if req.api_version >= 9:
-                    # KIP-814: the leader learns the members but must not assign.
-                    leader = g.is_leader(new_id)
-                    m.complete_join(self._join_answer(g, m, with_members=leader, skip_assignment=leader))
-                else:
-                    # The old leader id: a returning leader thinks it is a follower and
-                    # does not compute an assignment a Stable group would not send out.
-                    m.complete_join(self._join_answer(g, m, with_members=False, leader=current_leader))
-                log.info("static_member_rejoined", group=g.group_id, group_instance_id=instance_id,
-                         member=new_id, generation=g.generation_id)
-            else:
-                self._maybe_prepare_rebalance_or_complete_join(g, f"static member {instance_id} changes the protocol")
-        elif g.state is S.COMPLETING_REBALANCE:
-            # The leader may have assigned to the old id: assign again.
-            self._prepare_rebalance(g, f"static member {instance_id} rejoins during the sync phase")
-        else:  # PreparingRebalance (Empty/Dead cannot have a static member)
-            self._maybe_complete_join_phase(g)
-
-    # -- the join phase
-
-    def _maybe_prepare_rebalance_or_complete_join(self, g: Group, reason: str) -> None:
-        if g.can_rebalance:
-            self._prepare_rebalance(g, reason)
-        else:
-            self._maybe_complete_join_phase(g)
-
-    def _maybe_complete_join_phase(self, g: Group) -> None:
-        if g.state is S.PREPARING_REBALANCE and g.has_all_members_joined() and g.previous_state is not S.EMPTY:
-            self._complete_join(g)
-
-    def _prepare_rebalance(self, g: Group, reason: str) -> None:
-        if g.state is S.COMPLETING_REBALANCE:
-            self._reset_and_propagate_assignment_error(g, E.REBALANCE_IN_PROGRESS)
-        g.pending_sync.clear()
-        self.timer.cancel(_sync_key(g))
-        initial = g.state is S.EMPTY
-        g.transition(S.PREPARING_REBALANCE, self.clock())
-        log.info("group_rebalance_prepared", group=g.group_id, generation=g.generation_id, reason=reason,
-                 members=len(g.members))
-        if initial:
-            delay = self.settings.initial_rebalance_delay_ms
-            remaining = max(g.rebalance_timeout_ms() - delay, 0)
-            self.timer.schedule(_join_key(g), delay, self._initial_join_timer, g, delay, remaining)
-        elif g.has_all_members_joined():
-            self._complete_join(g)
-        else:
-            self.timer.schedule(_join_key(g), g.rebalance_timeout_ms(), self._complete_join, g)
-
-    def _initial_join_timer(self, g: Group, delay: int, remaining: int) -> None:
-        if g.state is not S.PREPARING_REBALANCE:
-            return
-        if g.new_member_added and remaining != 0:
-            g.new_member_added = False
-            new_delay = min(self.settings.initial_rebalance_delay_ms, remaining)
-            self.timer.schedule(_join_key(g), new_delay, self._initial_join_timer, g, new_delay,
-                                max(remaining - delay, 0))
-        else:
-            self._complete_join(g)
-
-    def _complete_join(self, g: Group) -> None:
-        self.timer.cancel(_join_key(g))
-        if g.state is not S.PREPARING_REBALANCE:
-            return
-        gone = [m for m in g.members.values() if m.join_waiter is None and m.group_instance_id is None]
-        for m in gone:
-            g.remove(m.member_id)
-            self.timer.cancel(_heartbeat_key(g, m.member_id))
-        if gone:
-            log.info("group_members_removed", group=g.group_id, reason="did not rejoin",
-                     members=[m.member_id for m in gone])
-        if not g.maybe_elect_new_joined_leader() and g.members:
-            # Only static members that have not rejoined: wait for them (or their session timeout).
-            self.timer.schedule(_join_key(g), g.rebalance_timeout_ms(), self._complete_join, g)
-            return
-        now = self.clock()
-        g.new_member_added = False
-        g.init_next_generation(now)
-        if g.state is S.EMPTY:
-            log.info("group_empty", group=g.group_id, generation=g.generation_id)
-            res = self._append_group(g, {})
-            if res.error:
-                log.warning("group_metadata_write_failed", group=g.group_id, error=res.error.name)
-            return
-        log.info("group_join_completed", group=g.group_id, generation=g.generation_id,
-                 protocol=g.protocol_name, leader=g.leader_id, members=len(g.members))
-        for m in g.members.values():
-            m.complete_join(self._join_answer(g, m, with_members=g.is_leader(m.member_id)))
-            self._reschedule_heartbeat(g, m)
-            m.is_new = False
-            g.pending_sync.add(m.member_id)
-        self.timer.schedule(_sync_key(g), g.rebalance_timeout_ms(), self._pending_sync_expired, g, g.generation_id)
-
-    def _pending_sync_expired(self, g: Group, generation: int) -> None:
-        if generation != g.generation_id or g.state not in (S.COMPLETING_REBALANCE, S.STABLE):
-            return
-        if not g.pending_sync:
-            return
-        late = sorted(g.pending_sync)
-        for mid in late:
-            g.remove(mid)
-            self.timer.cancel(_heartbeat_key(g, mid))
-        log.info("group_members_removed", group=g.group_id, reason="no SyncGroup in the rebalance timeout",
-                 members=late)
-        self._prepare_rebalance(g, "members did not sync")
-
-    # -- SyncGroup
+        return await self.membership.join_group(g, req)
 
     async def sync_group(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None,
                          protocol_type: str | None, protocol_name: str | None,
@@ -955,80 +293,8 @@ class GroupCoordinator:
         g = shard.groups.get(group_id)
         if g is None:
             return SyncResult(E.UNKNOWN_MEMBER_ID)
-        if g.state is S.DEAD:
-            return SyncResult(E.COORDINATOR_NOT_AVAILABLE)
-        err = g.validate_member(member_id, group_instance_id)
-        if err:
-            return SyncResult(err)
-        if generation_id != g.generation_id:
-            return SyncResult(E.ILLEGAL_GENERATION)
-        if (protocol_type is not None and protocol_type != g.protocol_type) or (
-            protocol_name is not None and protocol_name != g.protocol_name
-        ):
-            return SyncResult(E.INCONSISTENT_GROUP_PROTOCOL)
-        if g.state is S.EMPTY:
-            return SyncResult(E.UNKNOWN_MEMBER_ID)
-        if g.state is S.PREPARING_REBALANCE:
-            return SyncResult(E.REBALANCE_IN_PROGRESS)
-        m = g.members[member_id]
-        self._synced(g, member_id)
-        if g.state is S.STABLE:
-            return SyncResult(E.NONE, m.assignment, g.protocol_type, g.protocol_name)
-        # CompletingRebalance: wait for the leader's assignment.
-        waiter: asyncio.Future[SyncResult] = asyncio.get_running_loop().create_future()
-        if m.sync_waiter is not None:
-            m.complete_sync(SyncResult(E.REBALANCE_IN_PROGRESS))
-        m.sync_waiter = waiter
-        if g.is_leader(member_id):
-            self._store_assignment(g, dict(assignments))
-        return await asyncio.shield(waiter)
-
-    def _synced(self, g: Group, member_id: str) -> None:
-        g.pending_sync.discard(member_id)
-        if not g.pending_sync:
-            self.timer.cancel(_sync_key(g))
-
-    def _store_assignment(self, g: Group, assignment: dict[str, bytes]) -> None:
-        missing = [mid for mid in g.members if mid not in assignment]
-        if missing:
-            log.warning("group_assignment_missing_members", group=g.group_id, members=missing)
-        assignment = {mid: assignment.get(mid, b"") for mid in g.members}
-        generation = g.generation_id
-        res = self._append_group(g, assignment)
-
-        def stored(error: ErrorCode) -> None:
-            # Another member may have joined meanwhile: only this generation's sync completes.
-            if g.state is not S.COMPLETING_REBALANCE or g.generation_id != generation:
-                return
-            if error:
-                self._reset_and_propagate_assignment_error(g, error)
-                self._maybe_prepare_rebalance_or_complete_join(g, f"storing the assignment failed: {error.name}")
-                return
-            for mid, m in g.members.items():
-                m.assignment = assignment.get(mid, b"")
-            self._propagate_assignment(g, E.NONE)
-            g.transition(S.STABLE, self.clock())
-            log.info("group_stable", group=g.group_id, generation=g.generation_id, members=len(g.members))
-
-        self._after_write(g, res, stored)
-
-    def _reset_and_propagate_assignment_error(self, g: Group, error: ErrorCode) -> None:
-        if g.state is not S.COMPLETING_REBALANCE:
-            raise IllegalGroupTransition(f"group {g.group_id}: assignment reset in {g.state.value}")
-        for m in g.members.values():
-            m.assignment = b""
-        self._propagate_assignment(g, error)
-
-    def _propagate_assignment(self, g: Group, error: ErrorCode) -> None:
-        ok = error == E.NONE
-        for m in g.members.values():
-            answer = SyncResult(error, m.assignment if ok else b"",
-                                g.protocol_type if ok else None, g.protocol_name if ok else None)
-            if m.complete_sync(answer):
-                # Heartbeats may have lapsed while it waited: a fresh session timeout.
-                self._reschedule_heartbeat(g, m)
-
-    # -- Heartbeat and LeaveGroup
+        return await self.membership.sync_group(g, generation_id, member_id, group_instance_id,
+                                                protocol_type, protocol_name, assignments)
 
     def heartbeat(self, group_id: str, generation_id: int, member_id: str, group_instance_id: str | None) -> ErrorCode:
         if not group_id:
@@ -1040,17 +306,7 @@ class GroupCoordinator:
         g = shard.groups.get(group_id)
         if g is None:
             return E.UNKNOWN_MEMBER_ID
-        if g.state is S.DEAD:
-            return E.COORDINATOR_NOT_AVAILABLE
-        err = g.validate_member(member_id, group_instance_id)
-        if err:
-            return err
-        if generation_id != g.generation_id:
-            return E.ILLEGAL_GENERATION
-        if g.state is S.EMPTY:
-            return E.UNKNOWN_MEMBER_ID
-        self._reschedule_heartbeat(g, g.members[member_id])
-        return E.REBALANCE_IN_PROGRESS if g.state is S.PREPARING_REBALANCE else E.NONE
+        return self.membership.heartbeat(g, generation_id, member_id, group_instance_id)
 
     def leave_group(self, group_id: str, leaving: list[tuple[str, str | None]]) -> tuple[ErrorCode, list[ErrorCode]]:
         """LeaveGroup: (top-level error, an error per (member_id, group_instance_id))."""
@@ -1062,70 +318,7 @@ class GroupCoordinator:
         g = shard.groups.get(group_id)
         if g is None:
             return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(leaving)
-        if g.state is S.DEAD:
-            return E.COORDINATOR_NOT_AVAILABLE, []
-        errors = []
-        left = []
-        for member_id, instance_id in leaving:
-            if member_id == "":
-                # Admin removal of a static member by its instance id.
-                current = g.static_members.get(instance_id) if instance_id is not None else None
-                if current is None:
-                    errors.append(E.UNKNOWN_MEMBER_ID)
-                    continue
-                member_id = current
-            elif member_id in g.pending_members:
-                g.pending_members.discard(member_id)
-                self.timer.cancel(_heartbeat_key(g, member_id))
-                errors.append(E.NONE)
-                left.append(member_id)
-                continue
-            else:
-                e = g.validate_member(member_id, instance_id)
-                if e:
-                    errors.append(e)
-                    continue
-            self.timer.cancel(_heartbeat_key(g, member_id))
-            g.remove(member_id)
-            errors.append(E.NONE)
-            left.append(member_id)
-        if left:
-            log.info("group_members_left", group=g.group_id, members=left)
-            if g.state in (S.STABLE, S.COMPLETING_REBALANCE):
-                self._maybe_prepare_rebalance_or_complete_join(g, "members left")
-            elif g.state is S.PREPARING_REBALANCE:
-                self._maybe_complete_join_phase(g)
-        return E.NONE, errors
-
-    def _reschedule_heartbeat(self, g: Group, m: Member, timeout_ms: int | None = None) -> None:
-        delay = m.session_timeout_ms if timeout_ms is None else timeout_ms
-        self.timer.schedule(_heartbeat_key(g, m.member_id), delay, self._heartbeat_expired, g, m.member_id)
-
-    def _heartbeat_expired(self, g: Group, member_id: str) -> None:
-        if g.state is S.DEAD:
-            return
-        if member_id in g.pending_members:
-            g.pending_members.discard(member_id)
-            log.info("group_pending_member_expired", group=g.group_id, member=member_id)
-            if g.state is S.PREPARING_REBALANCE and g.has_all_members_joined():
-                self._complete_join(g)
-            return
-        m = g.members.get(member_id)
-        if m is None:
-            return
-        if not m.is_new and (m.join_waiter is not None or m.sync_waiter is not None):
-            return  # waiting in a rebalance: the rebalance timeout covers it
-        log.info("group_member_session_expired", group=g.group_id, member=member_id,
-                 session_timeout_ms=m.session_timeout_ms)
-        self._remove_member_and_update_group(g, m, "session timeout")
-
-    def _remove_member_and_update_group(self, g: Group, m: Member, reason: str) -> None:
-        self.timer.cancel(_heartbeat_key(g, m.member_id))
-        g.remove(m.member_id)
-        if g.state in (S.STABLE, S.COMPLETING_REBALANCE):
-            self._maybe_prepare_rebalance_or_complete_join(g, f"member {m.member_id} removed: {reason}")
-        elif g.state is S.PREPARING_REBALANCE and g.has_all_members_joined():
-            self._complete_join(g)
+        return self.membership.leave_group(g, leaving)
 
     # -- offsets
 
@@ -1297,15 +490,7 @@ class GroupCoordinator:
         g = shard.groups.get(group_id)
         if g is None:
             return E.NONE, dead
-        stable = g.state is S.STABLE and g.protocol_name is not None
-        members = [
-            MemberSummary(m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                          m.metadata(g.protocol_name) if stable else b"",  # type: ignore[arg-type]
-                          m.assignment if stable else b"")
-            for m in g.members.values()
-        ]
-        protocol = (g.protocol_name or "") if stable else ""
-        return E.NONE, GroupSummary(g.state.value, g.protocol_type or "", protocol, members)
+        return E.NONE, g.summary()
 
     def delete_groups(self, group_ids: list[str]) -> dict[str, ErrorCode]:
         out = {}

@@ -2,7 +2,7 @@
 
 Behavior:
 - Classic groups only (any protocol_type: "consumer", "connect", ...), run
-  by the group coordinator (group/coordinator.py, rules at its top). The
+  by the group coordinator (group/membership.py, rules at its top). The
   answer waits while the group rebalances: up to the group's rebalance
   timeout, or group.initial.rebalance.delay.ms for a group that was Empty.
 - The leader's answer lists every member and its metadata for the chosen
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from refka.protocol.messages.join_group import JoinGroup
 
-from ..group.coordinator import JoinRequest
+from ..group.membership import JoinRequest
 from ..registry import handles
 
 Resp = JoinGroup.Response

@@ -1,0 +1,54 @@
+"""__consumer_offsets record formats (storage.py), checked against Kafka's bytes."""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from refka.broker.group import storage
+from refka.broker.group.offsets import CommittedOffset
+
+
+def test_offset_values_round_trip_in_kafkas_versions():
+    o = CommittedOffset(42, 7, "meta", 1234)
+    v = storage.offset_value(o)
+    assert v[:2] == b"\x00\x03"
+    assert storage.decode_offset_value(v) == o
+    o4 = CommittedOffset(42, 7, "meta", 1234, topic_epoch=9)
+    v4 = storage.offset_value(o4)
+    assert v4[:2] == b"\x00\x04" and storage.decode_offset_value(v4) == o4
+    o1 = CommittedOffset(42, -1, "", 1234, expire_timestamp=5678)
+    v1 = storage.offset_value(o1)
+    assert v1[:2] == b"\x00\x01" and storage.decode_offset_value(v1) == o1
+    # v0 as old Kafka wrote it: offset, metadata, commit timestamp.
+    v0 = struct.pack(">hqh", 0, 5, 2) + b"md" + struct.pack(">q", 99)
+    assert storage.decode_offset_value(v0) == CommittedOffset(5, -1, "md", 99)
+
+
+def test_keys_are_kafkas():
+    k = storage.offset_key("grp", "top", 3)
+    assert k == struct.pack(">hh", 1, 3) + b"grp" + struct.pack(">h", 3) + b"top" + struct.pack(">i", 3)
+    assert storage.decode_key(k) == storage.OffsetKey("grp", "top", 3)
+    assert storage.group_key("grp") == struct.pack(">hh", 2, 3) + b"grp"
+    with pytest.raises(storage.StorageFormatError):
+        storage.decode_key(struct.pack(">h", 9))
+
+
+def test_group_values_round_trip_and_old_versions_decode():
+    g = storage.StoredGroup("consumer", 3, "range", "m1", 777, [
+        storage.StoredMember("m1", "inst", "cid", "/1.2.3.4", 30000, 10000, b"sub", b"asg"),
+        storage.StoredMember("m2", None, "cid", "/1.2.3.4", 30000, 10000, b"", b""),
+    ])
+    assert storage.decode_group_value(storage.group_value(g)) == g
+
+    def s(x):
+        return struct.pack(">h", len(x)) + x.encode()
+
+    # v0: no rebalance timeout, no state timestamp, no instance id.
+    v0 = (struct.pack(">h", 0) + s("consumer") + struct.pack(">i", 2) + s("range") + s("m1") + struct.pack(">i", 1)
+          + s("m1") + s("cid") + s("/h") + struct.pack(">i", 6000) + struct.pack(">i", 3) + b"sub"
+          + struct.pack(">i", 1) + b"a")
+    d = storage.decode_group_value(v0)
+    assert d.generation == 2 and d.current_state_timestamp == -1
+    assert d.members == [storage.StoredMember("m1", None, "cid", "/h", 6000, 6000, b"sub", b"a")]
