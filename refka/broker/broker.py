@@ -60,7 +60,7 @@ class Broker:
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self._metadata_waiters: list[asyncio.Future[None]] = []
         # Consumer groups of the __consumer_offsets partitions this broker leads.
-        self.groups = GroupCoordinator.for_broker(self)
+        self.groups = GroupCoordinator.for_broker(config, self.metadata, self.replicas.get, self.spawn)
         # InitProducerId: ids from blocks claimed through controller_side's store session.
         self.producer_ids = ProducerIdManager(self.node_id)
 

@@ -55,6 +55,7 @@ from collections.abc import Callable, Coroutine, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from refka.common import TopicPartition
 from refka.protocol import ErrorCode
 
 from ..log import LogError
@@ -62,12 +63,14 @@ from ..logging import get_logger
 from . import storage
 from .membership import GroupMembership, JoinRequest
 from .metadata import Group, GroupState, GroupSummary, JoinResult, SyncResult
-from .offsets import CONSUMER_PROTOCOL_TYPE, CommittedOffset, TopicPartition, expired_offsets
+from .offsets import CONSUMER_PROTOCOL_TYPE, CommittedOffset, expired_offsets
 from .storage import OffsetKey, StoredGroup
 from .timer import Timer
 
 if TYPE_CHECKING:
-    from ..broker import Broker
+    from ..config import BrokerConfig
+    from ..metadata_cache import MetadataCache
+    from ..partition import Partition
 
 log = get_logger("refka.group")
 
@@ -159,20 +162,25 @@ class GroupCoordinator:
             new_member_join_timeout_ms=settings.new_member_join_timeout_ms)
 
     @classmethod
-    def for_broker(cls, broker: Broker) -> GroupCoordinator:
-        settings = GroupSettings.from_config(broker.config)
+    def for_broker(cls, config: BrokerConfig, metadata: MetadataCache,
+                   partition: Callable[[str, int], Partition | None],
+                   spawn: Callable[[Coroutine[Any, Any, Any]], asyncio.Task[Any]]) -> GroupCoordinator:
+        """The coordinator of a broker, from its parts: its config, its metadata cache (the
+        offsets topic's partition count), its replica manager's partition lookup (the
+        offsets partitions it leads) and its task spawner."""
+        settings = GroupSettings.from_config(config)
 
         def partition_count() -> int:
             # The topic's partition count as the controller states it, never how many
             # partitions the cache has heard of yet: UpdateMetadata may arrive in parts,
             # and a short count would send groups to the wrong partition.
-            t = broker.metadata.topic(storage.OFFSETS_TOPIC)
+            t = metadata.topic(storage.OFFSETS_TOPIC)
             if t is not None and t.initial_partition_count > 0:
                 return t.initial_partition_count
             return settings.num_partitions
 
-        store = storage.LogStore(broker.replicas.get, broker.config["offsets.load.buffer.size"])
-        return cls(settings, store, partition_count=partition_count, spawn=broker.spawn)
+        store = storage.LogStore(partition, config["offsets.load.buffer.size"])
+        return cls(settings, store, partition_count=partition_count, spawn=spawn)
 
     def partition_for(self, group_id: str) -> int:
         return partition_for(group_id, self._partition_count())
