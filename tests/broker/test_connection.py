@@ -1,0 +1,129 @@
+"""One client connection without sockets (connection.py): pipelined requests are
+answered in request order even when an earlier handler waits, frames may arrive
+in pieces, client requests wait until the broker is ready, and a peer that
+breaks the protocol loses its connection."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import replace
+from types import SimpleNamespace
+
+import pytest
+
+import refka.broker.handlers  # noqa: F401  (registers every handler)
+from refka.broker import registry
+from refka.broker.connection import Connection
+from refka.broker.stats import Stats
+from refka.protocol import RequestHeader, decode_response_header, encode_request_header, join
+from refka.protocol.messages.api_versions import ApiVersions
+from refka.protocol.messages.list_groups import ListGroups
+
+
+class FakeTransport:
+    def __init__(self) -> None:
+        self.written = bytearray()
+        self.closed = False
+
+    def writelines(self, chunks) -> None:
+        for c in chunks:
+            self.written += c
+
+    def get_extra_info(self, name):
+        return ("127.0.0.1", 50000) if name == "peername" else None
+
+    def close(self) -> None:
+        self.closed = True
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+
+def request_frame(api, version: int, correlation_id: int, request) -> bytes:
+    header = encode_request_header(RequestHeader(api.key, version, correlation_id, "test"),
+                                   api.request_header_version(version))
+    body = header + join(api.encode_request(request, version))
+    return len(body).to_bytes(4, "big") + body
+
+
+def answered_correlation_ids(written: bytes) -> list[int]:
+    out, p = [], 0
+    while p < len(written):
+        n = int.from_bytes(written[p:p + 4], "big")
+        cid, _ = decode_response_header(written[p + 4:p + 4 + n], 0)
+        out.append(cid)
+        p += 4 + n
+    return out
+
+
+@pytest.fixture
+def conn():
+    owner = SimpleNamespace(connections=set(), ready=asyncio.Event(), stats=Stats(), request_log=False)
+    owner.ready.set()
+    c = Connection(owner, "PLAINTEXT", max_frame_size=1 << 20)
+    c.transport_ = FakeTransport()
+    c.connection_made(c.transport_)
+    yield c
+    c.connection_lost(None)
+
+
+def feed(c: Connection, data: bytes) -> None:
+    buf = c.get_buffer(len(data))
+    buf[:len(data)] = data
+    c.buffer_updated(len(data))
+
+
+@pytest.fixture
+def slow_list_groups(monkeypatch):
+    """ListGroups answered only once the test sets the returned event."""
+    release = asyncio.Event()
+
+    async def handle(ctx, req):
+        await release.wait()
+        return ListGroups.Response(error_code=0, groups=[])
+
+    monkeypatch.setitem(registry.HANDLERS, ListGroups.key,
+                        replace(registry.HANDLERS[ListGroups.key], fn=handle, is_async=True))
+    return release
+
+
+LIST_GROUPS = ListGroups.Request()
+API_VERSIONS = ApiVersions.Request()
+
+
+async def test_a_later_answer_waits_for_an_earlier_handler_that_waits(conn, slow_list_groups):
+    feed(conn, request_frame(ListGroups, 2, 1, LIST_GROUPS) + request_frame(ApiVersions, 0, 2, API_VERSIONS))
+    await asyncio.sleep(0.01)
+    assert conn.transport_.written == b""  # ApiVersions is done, but ListGroups came first
+    slow_list_groups.set()
+    await asyncio.sleep(0.01)
+    assert answered_correlation_ids(conn.transport_.written) == [1, 2]
+
+
+async def test_a_frame_in_pieces_is_answered_once_whole(conn):
+    frame = request_frame(ApiVersions, 0, 7, API_VERSIONS)
+    for i in range(len(frame)):
+        feed(conn, frame[i:i + 1])
+    assert answered_correlation_ids(conn.transport_.written) == [7]
+
+
+async def test_client_requests_wait_until_the_broker_is_ready(conn):
+    conn.broker.ready.clear()
+    feed(conn, request_frame(ApiVersions, 0, 1, API_VERSIONS) + request_frame(ListGroups, 2, 2, LIST_GROUPS))
+    await asyncio.sleep(0.01)
+    # ApiVersions is answered at once (a client may ask before the broker is ready);
+    # ListGroups waits, as its handler needs the broker's state.
+    assert answered_correlation_ids(conn.transport_.written) == [1]
+
+
+@pytest.mark.parametrize("frame", [
+    (-1).to_bytes(4, "big", signed=True),  # negative length
+    (2 << 20).to_bytes(4, "big") + b"x",  # above socket.request.max.bytes
+    (8).to_bytes(4, "big") + (999).to_bytes(2, "big") + bytes(6),  # unknown API key
+])
+async def test_a_peer_that_breaks_the_protocol_loses_its_connection(conn, frame):
+    feed(conn, frame)
+    assert conn.closed and conn.transport_.closed and conn.transport_.written == b""
