@@ -22,7 +22,7 @@ from .store import (
     StoreError,
     ZooKeeperStore,
 )
-from .znodes import BrokerInfo, PartitionState
+from .znodes import BrokerInfo, PartitionStateZnode
 
 __all__ = [
     "BadVersionError",
@@ -36,7 +36,7 @@ __all__ = [
     "MetadataStore",
     "NoNodeError",
     "NodeExistsError",
-    "PartitionState",
+    "PartitionStateZnode",
     "SessionState",
     "StoreError",
     "ZooKeeperStore",

@@ -554,7 +554,7 @@ async def set_topic_config(store: MetadataStore, name: str, config: Mapping[str,
 
 
 async def update_isr(
-    store: MetadataStore, topic: str, partition: int, new_state: znodes.PartitionState, zk_version: int
+    store: MetadataStore, topic: str, partition: int, new_state: znodes.PartitionStateZnode, zk_version: int
 ) -> int:
     """The leader's conditional write of a new ISR; returns the new zk_version.
 

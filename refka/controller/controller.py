@@ -98,7 +98,7 @@ from .store import (
     StoreError,
     WatchedEvent,
 )
-from .znodes import LEADER_DURING_DELETE, NO_LEADER, PartitionState, PartitionZnode, TopicAssignment
+from .znodes import LEADER_DURING_DELETE, NO_LEADER, PartitionStateZnode, PartitionZnode, TopicAssignment
 
 log = structlog.get_logger("refka.controller")
 
@@ -149,7 +149,7 @@ class _Batch:
     )  # broker -> tp -> is_new
     full_leader_and_isr: set[int] = field(default_factory=set)
     update_metadata: set[TP] = field(default_factory=set)
-    deleted: dict[TP, PartitionState] = field(default_factory=dict)
+    deleted: dict[TP, PartitionStateZnode] = field(default_factory=dict)
     update_metadata_all: bool = False
     update_metadata_full_to: set[int] = field(default_factory=set)
     update_metadata_brokers: bool = False  # live brokers changed: tell everyone
@@ -246,7 +246,7 @@ class Controller(ReassignmentMixin):
         self._events.put_nowait(("elect_unclean", None if partitions is None else list(partitions), fut))
         return await fut  # type: ignore[no-any-return]
 
-    def partition_state(self, topic: str, partition: int) -> PartitionState | None:
+    def partition_state(self, topic: str, partition: int) -> PartitionStateZnode | None:
         """The controller's view of a partition (while active)."""
         return self.states.get((topic, partition))
 
@@ -258,7 +258,7 @@ class Controller(ReassignmentMixin):
         self.topics: dict[str, TopicAssignment] = {}
         self.topic_versions: dict[str, int] = {}
         self.partition_znodes: dict[TP, PartitionZnode] = {}
-        self.states: dict[TP, PartitionState] = {}
+        self.states: dict[TP, PartitionStateZnode] = {}
         self.state_versions: dict[TP, int] = {}
         self.shutting_down: set[int] = set()
         self._failed_pending: set[int] = set()
@@ -431,7 +431,7 @@ class Controller(ReassignmentMixin):
         except NoNodeError:
             self.max_partition_epoch, self._partition_epoch_version = 0, -1
 
-    async def _write_states(self, new: Mapping[TP, PartitionState]) -> None:
+    async def _write_states(self, new: Mapping[TP, PartitionStateZnode]) -> None:
         """Conditional writes of partition states (all or none); a conflict re-reads them and retries."""
         if not new:
             return
@@ -451,14 +451,14 @@ class Controller(ReassignmentMixin):
             self.states[tp] = s
             self.state_versions[tp] = stat.version
 
-    async def _read_state(self, tp: TP) -> PartitionState | None:
+    async def _read_state(self, tp: TP) -> PartitionStateZnode | None:
         try:
             data, stat = await self.store.get(znodes.partition_state_path(*tp))
         except NoNodeError:
             self.states.pop(tp, None)
             self.state_versions.pop(tp, None)
             return None
-        s = PartitionState.from_json(data)
+        s = PartitionStateZnode.from_json(data)
         self.states[tp] = s
         self.state_versions[tp] = stat.version
         return s
@@ -717,7 +717,7 @@ class Controller(ReassignmentMixin):
         """New -> Online: the first live replica leads, at leader_epoch 0."""
         epoch = self.election.epoch
         ops: list[tuple[Any, ...]] = []
-        decided: dict[TP, PartitionState] = {}
+        decided: dict[TP, PartitionStateZnode] = {}
         for tp in tps:
             if self.pstates.state(tp) is P.NON_EXISTENT:
                 self.pstates.transition(tp, P.NEW)
@@ -869,7 +869,7 @@ class Controller(ReassignmentMixin):
         self.shutting_down -= dead
         candidates = {b for b in self.live if b not in bounced}
         epoch = self.election.epoch
-        new: dict[TP, PartitionState] = {}
+        new: dict[TP, PartitionStateZnode] = {}
         for tp in self._all_partitions():
             replicas = self._replicas(tp)
             for r in replicas:
@@ -893,13 +893,13 @@ class Controller(ReassignmentMixin):
                 # No eligible leader: none, and the ISR as it was (never empty) for when one returns.
                 isr = tuple(r for r in s.isr if r in candidates) or s.isr
                 if s.leader != NO_LEADER or isr != s.isr:
-                    new[tp] = PartitionState(
+                    new[tp] = PartitionStateZnode(
                         NO_LEADER, s.leader_epoch + 1, isr, epoch, s.leader_recovery_state
                     )
                     log.warning("partition_offline", topic=tp[0], partition=tp[1], reason=e.reason)
             elif any(r not in candidates for r in s.isr):
                 isr = tuple(r for r in s.isr if r in candidates)
-                new[tp] = PartitionState(s.leader, s.leader_epoch + 1, isr, epoch, s.leader_recovery_state)
+                new[tp] = PartitionStateZnode(s.leader, s.leader_epoch + 1, isr, epoch, s.leader_recovery_state)
         await self._write_states(new)
         for tp, s in new.items():
             if s.leader != NO_LEADER and self.pstates.state(tp) is not P.ONLINE:
@@ -945,7 +945,7 @@ class Controller(ReassignmentMixin):
 
     async def _elect_offline(self, tps: list[TP], batch: _Batch) -> None:
         epoch = self.election.epoch
-        new: dict[TP, PartitionState] = {}
+        new: dict[TP, PartitionStateZnode] = {}
         for tp in tps:
             s = self.states[tp]
             e = elect_offline(s, self._replicas(tp), self.live, epoch, self._unclean(tp[0]))
@@ -975,7 +975,7 @@ class Controller(ReassignmentMixin):
         self.shutting_down.add(broker_id)
         log.info("controlled_shutdown_started", broker=broker_id)
         epoch = self.election.epoch
-        new: dict[TP, PartitionState] = {}
+        new: dict[TP, PartitionStateZnode] = {}
         stop: list[TP] = []
         for tp in self._all_partitions():
             replicas = self._replicas(tp)
@@ -987,7 +987,7 @@ class Controller(ReassignmentMixin):
                 if e.state is not None:
                     new[tp] = e.state
             elif broker_id in s.isr:
-                new[tp] = PartitionState(
+                new[tp] = PartitionStateZnode(
                     s.leader,
                     s.leader_epoch + 1,
                     tuple(r for r in s.isr if r != broker_id),
@@ -1020,7 +1020,7 @@ class Controller(ReassignmentMixin):
     async def _on_elect_preferred(self, tps: list[TP] | None) -> dict[TP, ErrorCode]:
         epoch = self.election.epoch
         out: dict[TP, ErrorCode] = {}
-        new: dict[TP, PartitionState] = {}
+        new: dict[TP, PartitionStateZnode] = {}
         for tp in tps if tps is not None else self._all_partitions():
             s = self.states.get(tp)
             if s is None:
@@ -1056,7 +1056,7 @@ class Controller(ReassignmentMixin):
             else:
                 leaderless.append(tp)
         epoch = self.election.epoch
-        new: dict[TP, PartitionState] = {}
+        new: dict[TP, PartitionStateZnode] = {}
         for tp in leaderless:
             e = elect_offline(self.states[tp], self._replicas(tp), self.live, epoch, True)
             if e.state is None:
@@ -1175,7 +1175,7 @@ class Controller(ReassignmentMixin):
         )
 
     def _update_metadata(
-        self, broker_id: int, tps: Iterable[TP], deleted: Mapping[TP, PartitionState], metadata_epoch: int
+        self, broker_id: int, tps: Iterable[TP], deleted: Mapping[TP, PartitionStateZnode], metadata_epoch: int
     ) -> Any:
         Req = UpdateMetadata.Request
         TS = Req.UpdateMetadataTopicState

@@ -45,7 +45,7 @@ from refka.protocol.errors import ErrorCode
 
 from .state_machine import elect_reassignment
 from .store import BadVersionError
-from .znodes import PartitionState
+from .znodes import PartitionStateZnode
 
 if TYPE_CHECKING:
     from .controller import _Batch
@@ -64,7 +64,7 @@ class ReassignmentMixin:
     # Provided by Controller.
     topics: dict[str, Any]
     topic_versions: dict[str, int]
-    states: dict[TP, PartitionState]
+    states: dict[TP, PartitionStateZnode]
     live: dict[int, Any]
     _events: asyncio.Queue[tuple[Any, ...]]
 
@@ -200,7 +200,7 @@ class ReassignmentMixin:
             await self._finish_reassignment(tp, target, removing, s, batch)
 
     async def _finish_reassignment(
-        self, tp: TP, target: list[int], removing: list[int], s: PartitionState, batch: _Batch
+        self, tp: TP, target: list[int], removing: list[int], s: PartitionStateZnode, batch: _Batch
     ) -> None:
         epoch = self.election.epoch  # type: ignore[attr-defined]
         isr = tuple(r for r in s.isr if r in target)

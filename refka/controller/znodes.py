@@ -13,7 +13,7 @@ so a ZooKeeper shared with tools that know Kafka's layout reads naturally.
     /brokers/ids/<id>                            BrokerInfo                                     ephemeral
     /brokers/topics/<t>                          TopicAssignment (+ KIP-253 counts, KIP-232 topic_epoch)
     /brokers/topics/<t>/partitions/<p>           PartitionZnode (KIP-232 / KIP-253)
-    /brokers/topics/<t>/partitions/<p>/state     PartitionState
+    /brokers/topics/<t>/partitions/<p>/state     PartitionStateZnode
     /config/topics/<t>                           {"version":1,"config":{...}}
     /config/changes/config_change_<seq>          {"version":2,"entity_path":"topics/<t>"}
     /admin/delete_topics/<t>                     (empty)
@@ -381,7 +381,7 @@ LEADER_DURING_DELETE = -2  # UpdateMetadata's leader for a partition being delet
 
 
 @dataclass(frozen=True)
-class PartitionState:
+class PartitionStateZnode:
     """``.../partitions/<p>/state``: Kafka's LeaderAndIsr znode.
 
     ``{"controller_epoch":3,"leader":1,"version":1,"leader_epoch":0,"isr":[1,2]}``
@@ -412,7 +412,7 @@ class PartitionState:
         return _dumps(doc)
 
     @classmethod
-    def from_json(cls, data: bytes) -> PartitionState:
+    def from_json(cls, data: bytes) -> PartitionStateZnode:
         doc = _loads(data)
         return cls(
             leader=int(doc["leader"]),

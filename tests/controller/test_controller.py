@@ -282,7 +282,7 @@ async def test_no_eligible_leader_leaves_the_partition_offline_until_an_isr_memb
 ) -> None:
     await create(cluster, "solo", {0: [2, 3]})
     st = cluster.active.partition_state("solo", 0)
-    await admin.update_isr(cluster.store, "solo", 0, znodes.PartitionState(2, st.leader_epoch, (2,), 1), 0)
+    await admin.update_isr(cluster.store, "solo", 0, znodes.PartitionStateZnode(2, st.leader_epoch, (2,), 1), 0)
     await cluster.kill_broker(2)
     c = cluster.active
     await eventually(lambda: c.partition_state("solo", 0).leader == -1)
@@ -296,7 +296,7 @@ async def test_no_eligible_leader_leaves_the_partition_offline_until_an_isr_memb
 async def test_unclean_election_when_the_topic_allows_it(cluster: Cluster) -> None:
     await create(cluster, "dirty", {0: [2, 3]}, **{"unclean.leader.election.enable": "true"})
     st = cluster.active.partition_state("dirty", 0)
-    await admin.update_isr(cluster.store, "dirty", 0, znodes.PartitionState(2, st.leader_epoch, (2,), 1), 0)
+    await admin.update_isr(cluster.store, "dirty", 0, znodes.PartitionStateZnode(2, st.leader_epoch, (2,), 1), 0)
     await cluster.kill_broker(2)
     c = cluster.active
     await eventually(lambda: c.partition_state("dirty", 0).leader == 3)
@@ -432,7 +432,7 @@ async def test_a_new_controller_finishes_a_half_done_expansion() -> None:
         "/brokers/topics/half/partitions/0", znodes.PartitionZnode(2).to_json(), makepath=True
     )
     await cl.store.create(
-        "/brokers/topics/half/partitions/0/state", znodes.PartitionState(1, 5, (1, 2), 0).to_json()
+        "/brokers/topics/half/partitions/0/state", znodes.PartitionStateZnode(1, 5, (1, 2), 0).to_json()
     )
     await cl.store.create("/partition_epoch", b"2")
     cl.channels[1] = FakeChannel()
@@ -478,7 +478,7 @@ async def test_controlled_shutdown_moves_leadership_away(cluster: Cluster) -> No
 async def test_isr_change_notifications_are_broadcast(cluster: Cluster) -> None:
     await create(cluster, "isr", {0: [1, 2, 3]})
     cluster.channel.clear()
-    version = await admin.update_isr(cluster.store, "isr", 0, znodes.PartitionState(1, 0, (1, 3), 1), 0)
+    version = await admin.update_isr(cluster.store, "isr", 0, znodes.PartitionStateZnode(1, 0, (1, 3), 1), 0)
     assert version == 1
     await admin.notify_isr_change(cluster.store, [("isr", 0)])
     c = cluster.active
@@ -499,7 +499,7 @@ async def test_preferred_leader_election(cluster: Cluster) -> None:
     await eventually(lambda: 2 in c.live)
     st = c.partition_state("pref", 0)
     v = (await cluster.store.exists("/brokers/topics/pref/partitions/0/state")).version
-    await admin.update_isr(cluster.store, "pref", 0, znodes.PartitionState(1, st.leader_epoch, (1, 2), 1), v)
+    await admin.update_isr(cluster.store, "pref", 0, znodes.PartitionStateZnode(1, st.leader_epoch, (1, 2), 1), v)
     await admin.notify_isr_change(cluster.store, [("pref", 0)])
     await eventually(lambda: c.partition_state("pref", 0).isr == (1, 2))
     result = await c.elect_preferred_leaders([("pref", 0)])

@@ -26,7 +26,7 @@ async def join_isr(cluster: Cluster, topic: str, p: int, isr: tuple[int, ...]) -
     c = cluster.active
     st = c.partition_state(topic, p)
     v = (await cluster.store.exists(f"{TOPIC}{topic}/partitions/{p}/state")).version
-    await admin.update_isr(cluster.store, topic, p, znodes.PartitionState(st.leader, st.leader_epoch, isr, 1), v)
+    await admin.update_isr(cluster.store, topic, p, znodes.PartitionStateZnode(st.leader, st.leader_epoch, isr, 1), v)
     await admin.notify_isr_change(cluster.store, [(topic, p)])
 
 

@@ -132,9 +132,9 @@ class ReplicationManager:
         key = (p.topic, p.index)
         state = p.state
         try:
-            new = znodes.PartitionState(leader=state.leader, leader_epoch=state.leader_epoch, isr=tuple(isr),
-                                        controller_epoch=state.controller_epoch,
-                                        leader_recovery_state=state.leader_recovery_state)
+            new = znodes.PartitionStateZnode(leader=state.leader, leader_epoch=state.leader_epoch, isr=tuple(isr),
+                                             controller_epoch=state.controller_epoch,
+                                             leader_recovery_state=state.leader_recovery_state)
             session = self.broker.controller_side.session
             try:
                 version = await admin.update_isr(session, p.topic, p.index, new, state.zk_version)
