@@ -138,7 +138,7 @@ async def cluster():
 async def create(
     cluster: Cluster, name: str, assignment: dict[int, list[int]], **configs: str
 ) -> znodes.TopicAssignment:
-    brokers = {b: None for b in cluster.active.live}
+    brokers = {b: None for b in cluster.active.context.live}
     topic = await admin.create_topic(cluster.store, name, -1, -1, assignment, configs, brokers)
     await eventually(lambda: all(cluster.active.partition_state(name, p) for p in assignment))
     await cluster.settle()
@@ -266,7 +266,7 @@ async def test_broker_failure_reelects_from_the_isr_and_bumps_the_leader_epoch(c
     # Broker 2 comes back: a full LeaderAndIsr and full metadata for it.
     ch.clear()
     await cluster.start_broker(2)
-    await eventually(lambda: 2 in c.live)
+    await eventually(lambda: 2 in c.context.live)
     await cluster.settle()
     (full,) = ch.of("LeaderAndIsr", 2)
     assert full.type == TYPE_FULL
@@ -344,7 +344,7 @@ async def test_a_stopped_controller_hands_over_cleanly() -> None:
         assert cl.channels[1].stopped
         await eventually(lambda: cl.controllers[2].is_active)
         assert cl.controllers[2].epoch == 2
-        assert 1 in cl.controllers[2].live  # broker 1 itself still runs
+        assert 1 in cl.controllers[2].context.live  # broker 1 itself still runs
     finally:
         await cl.stop()
 
@@ -353,7 +353,7 @@ async def test_topic_deletion(cluster: Cluster) -> None:
     old = await create(cluster, "gone", {0: [1, 2], 1: [2, 3]})
     cluster.channel.clear()
     await admin.delete_topic(cluster.store, "gone")
-    await eventually(lambda: "gone" not in cluster.active.topics)
+    await eventually(lambda: "gone" not in cluster.active.context.topics)
     await cluster.settle()
     for path in ("/brokers/topics/gone", "/config/topics/gone", "/admin/delete_topics/gone"):
         assert await cluster.store.exists(path) is None, path
@@ -379,7 +379,7 @@ async def test_partition_expansion_follows_kip_253(cluster: Cluster) -> None:
     await eventually(lambda: c.partition_state("grow", 1).leader_epoch == 1)
     await cluster.settle()
     cluster.channel.clear()
-    brokers = {b: None for b in c.live}
+    brokers = {b: None for b in c.context.live}
     await admin.create_partitions(cluster.store, "grow", 4, [[2, 1], [1, 2]], brokers)
     await eventually(lambda: c.partition_state("grow", 3) is not None)
     await cluster.settle()
@@ -496,7 +496,7 @@ async def test_preferred_leader_election(cluster: Cluster) -> None:
     c = cluster.active
     await eventually(lambda: c.partition_state("pref", 0).leader == 1)
     await cluster.start_broker(2)
-    await eventually(lambda: 2 in c.live)
+    await eventually(lambda: 2 in c.context.live)
     st = c.partition_state("pref", 0)
     v = (await cluster.store.exists("/brokers/topics/pref/partitions/0/state")).version
     await admin.update_isr(cluster.store, "pref", 0, znodes.PartitionStateZnode(1, st.leader_epoch, (1, 2), 1), v)
