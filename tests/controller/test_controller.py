@@ -349,6 +349,20 @@ async def test_a_stopped_controller_hands_over_cleanly() -> None:
         await cl.stop()
 
 
+async def test_a_broker_that_is_not_the_controller_answers_requests_with_not_controller() -> None:
+    cl = Cluster()
+    await cl.start(candidates=(1, 2))
+    try:
+        standby = next(c for c in cl.controllers.values() if not c.is_active)
+        assert await standby.controlled_shutdown(3) == (ErrorCode.NOT_CONTROLLER, [])
+        assert await standby.elect_preferred_leaders() == {}
+        assert await standby.elect_unclean_leaders([("t", 0)]) == {}
+        assert await standby.alter_partition_reassignments({("t", 0): [1]}) == {}
+        await standby.sync()
+    finally:
+        await cl.stop()
+
+
 async def test_topic_deletion(cluster: Cluster) -> None:
     old = await create(cluster, "gone", {0: [1, 2], 1: [2, 3]})
     cluster.channel.clear()
