@@ -33,6 +33,7 @@ from typing import Any
 
 import structlog
 
+from refka.common import TopicPartition
 from refka.protocol.errors import ErrorCode
 
 from . import topic_config, znodes
@@ -566,7 +567,7 @@ async def update_isr(
     return stat.version
 
 
-async def notify_isr_change(store: MetadataStore, partitions: Sequence[tuple[str, int]]) -> str:
+async def notify_isr_change(store: MetadataStore, partitions: Sequence[TopicPartition]) -> str:
     """Tells the controller these partitions' ISRs changed (it broadcasts UpdateMetadata)."""
     await store.ensure_path(znodes.ISR_CHANGE)
     return await store.create(

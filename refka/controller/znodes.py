@@ -38,7 +38,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from refka.common import Endpoint
+from refka.common import Endpoint, TopicPartition
 
 # ---- paths ----------------------------------------------------------------------------------
 
@@ -451,12 +451,12 @@ def decode_config_change(data: bytes) -> str:
     return str(_loads(data)["entity_path"])
 
 
-def isr_change_notification(partitions: list[tuple[str, int]]) -> bytes:
+def isr_change_notification(partitions: list[TopicPartition]) -> bytes:
     """``/isr_change_notification/isr_change_<seq>``: ``{"version":1,"partitions":[{"topic":"t","partition":0}]}``."""
     return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
 
 
-def decode_isr_change(data: bytes) -> list[tuple[str, int]]:
+def decode_isr_change(data: bytes) -> list[TopicPartition]:
     return [(str(e["topic"]), int(e["partition"])) for e in _loads(data).get("partitions") or []]
 
 
