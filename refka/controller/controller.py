@@ -282,6 +282,8 @@ class Controller:
             _fail(event, ErrorCode.UNKNOWN_SERVER_ERROR)
 
     async def _process(self, event: ControllerEvent) -> None:
+        """One event, by its class (Kafka's KafkaController.process): the election's
+        always; the others only while active (a request is answered NOT_CONTROLLER)."""
         match event:
             case Sync():
                 event.complete(None)
