@@ -294,7 +294,7 @@ class ControllerSide:
     # -- the leader's ISR writes (replication.manager.IsrWriter)
 
     async def write_isr(self, topic: str, partition: int, state: PartitionState, isr: list[int]) -> int | None:
-        new = znodes.PartitionState(leader=state.leader, leader_epoch=state.leader_epoch, isr=tuple(isr),
+        new = znodes.PartitionStateZnode(leader=state.leader, leader_epoch=state.leader_epoch, isr=tuple(isr),
                                     controller_epoch=state.controller_epoch,
                                     leader_recovery_state=state.leader_recovery_state)
         try:

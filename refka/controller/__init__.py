@@ -1,10 +1,19 @@
-"""Controller election and state machines over a metadata store.
+"""The controller (Kafka's ZooKeeper-era KafkaController) and the metadata store it runs on.
 
-What a broker uses is re-exported here; see each module's docstring:
-``store`` (MetadataStore: EmbeddedStore, ZooKeeperStore), ``znodes`` (paths
-and payloads), ``admin`` (the writes behind admin requests, broker
-registration, ISR changes), ``controller`` (Controller), ``channel``
-(ControllerChannel, over refka.client.connection's BrokerConnection).
+What a broker uses is re-exported here; each module's docstring says what it owns:
+
+- ``store/``: MetadataStore (ZooKeeper's data model): ``EmbeddedStore``, ``ZooKeeperStore``.
+- ``znodes``: znode paths and payloads; ``admin``: the writes behind admin
+  requests, broker registration and ISR changes; ``topic_config``,
+  ``producer_ids``.
+- ``election``: the ``/controller`` election and the controller epoch.
+- ``controller``: ``Controller``, the event loop and its decisions, with
+  ``events`` (the typed events), ``context`` (its view of the cluster),
+  ``zk_client`` (its fenced reads and writes), ``state_machine`` (partition
+  and replica states, elections), ``topics`` (creation, expansion,
+  deletion), ``reassignment`` (KIP-455), ``request_batch`` (the
+  LeaderAndIsr / UpdateMetadata / StopReplica it sends).
+- ``channel``: ``ControllerChannel``, delivery over refka.client.connection's BrokerConnection.
 """
 
 from refka.common import Endpoint
@@ -22,7 +31,7 @@ from .store import (
     StoreError,
     ZooKeeperStore,
 )
-from .znodes import BrokerInfo, PartitionState
+from .znodes import BrokerInfo, PartitionStateZnode
 
 __all__ = [
     "BadVersionError",
@@ -36,7 +45,7 @@ __all__ = [
     "MetadataStore",
     "NoNodeError",
     "NodeExistsError",
-    "PartitionState",
+    "PartitionStateZnode",
     "SessionState",
     "StoreError",
     "ZooKeeperStore",

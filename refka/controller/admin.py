@@ -33,6 +33,7 @@ from typing import Any
 
 import structlog
 
+from refka.common import TopicPartition
 from refka.protocol.errors import ErrorCode
 
 from . import topic_config, znodes
@@ -554,7 +555,7 @@ async def set_topic_config(store: MetadataStore, name: str, config: Mapping[str,
 
 
 async def update_isr(
-    store: MetadataStore, topic: str, partition: int, new_state: znodes.PartitionState, zk_version: int
+    store: MetadataStore, topic: str, partition: int, new_state: znodes.PartitionStateZnode, zk_version: int
 ) -> int:
     """The leader's conditional write of a new ISR; returns the new zk_version.
 
@@ -566,7 +567,7 @@ async def update_isr(
     return stat.version
 
 
-async def notify_isr_change(store: MetadataStore, partitions: Sequence[tuple[str, int]]) -> str:
+async def notify_isr_change(store: MetadataStore, partitions: Sequence[TopicPartition]) -> str:
     """Tells the controller these partitions' ISRs changed (it broadcasts UpdateMetadata)."""
     await store.ensure_path(znodes.ISR_CHANGE)
     return await store.create(

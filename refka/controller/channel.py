@@ -27,6 +27,7 @@ from typing import Any, Protocol
 import structlog
 
 from refka.client.connection import BrokerConnection, BrokerConnectionError
+from refka.common import TopicPartition
 from refka.protocol.api import Api
 from refka.protocol.messages.controlled_shutdown import ControlledShutdown
 from refka.protocol.messages.leader_and_isr import LeaderAndIsr
@@ -257,7 +258,7 @@ def _consume(fut: asyncio.Future[Any]) -> None:
 
 async def request_controlled_shutdown(
     host: str, port: int, broker_id: int, broker_epoch: int, *, timeout: float = 30.0
-) -> tuple[int, list[tuple[str, int]]]:
+) -> tuple[int, list[TopicPartition]]:
     """A broker's ControlledShutdown call to the controller at host:port:
     (error code, partitions it still leads)."""
     conn = BrokerConnection(host, port, client_id=f"refka-broker-{broker_id}", request_timeout=timeout)

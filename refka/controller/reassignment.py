@@ -1,6 +1,9 @@
 """Partition reassignment (KIP-455, ZooKeeper era), as Kafka's
-KafkaController.onPartitionReassignment does it; a mixin of :class:`Controller`
-so it runs on the controller's one event queue with its state.
+KafkaController.onPartitionReassignment does it: ``ReassignmentManager``, a
+collaborator the controller builds with the context, the zk client, the
+request sender and the election (for the controller epoch), run on the
+controller's event task (``ApiPartitionReassignment`` events, and after each
+``IsrChangeNotification``).
 
 The ongoing reassignment lives in the topic znode (``/brokers/topics/<t>``,
 version 3): ``partitions[p]`` is the full replica set RS while it runs,
@@ -34,55 +37,46 @@ caught up (replication/), and only then does the reassignment complete.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
 
 import structlog
 
+from refka.common import TopicPartition
 from refka.protocol.errors import ErrorCode
 
+from .context import ControllerContext
+from .election import ControllerElection
+from .events import ReassignResult
+from .request_batch import BatchSender, RequestBatch
 from .state_machine import elect_reassignment
-from .store import BadVersionError
-from .znodes import PartitionState
-
-if TYPE_CHECKING:
-    from .controller import _Batch
+from .zk_client import ControllerZkClient
+from .znodes import PartitionStateZnode
 
 log = structlog.get_logger("refka.controller")
 
-TP = tuple[str, int]
-ReassignResult = tuple[ErrorCode, str | None]
 # (replicas, adding, removing)
 Ongoing = tuple[list[int], list[int], list[int]]
 
 
-class ReassignmentMixin:
-    """Reassignment for :class:`Controller` (see the module docstring)."""
+class ReassignmentManager:
+    def __init__(
+        self,
+        context: ControllerContext,
+        zk: ControllerZkClient,
+        sender: BatchSender,
+        election: ControllerElection,
+    ) -> None:
+        self.context = context
+        self.zk = zk
+        self.sender = sender
+        self.election = election  # the controller epoch the new states carry
 
-    # Provided by Controller.
-    topics: dict[str, Any]
-    topic_versions: dict[str, int]
-    states: dict[TP, PartitionState]
-    live: dict[int, Any]
-    _events: asyncio.Queue[tuple[Any, ...]]
-
-    # ---- public ----------------------------------------------------------------------------
-
-    async def alter_partition_reassignments(
-        self, targets: Mapping[TP, list[int] | None], allow_replication_factor_change: bool = True
-    ) -> dict[TP, ReassignResult]:
-        """Starts, retargets or (None) cancels reassignments; the result per partition."""
-        fut = asyncio.get_running_loop().create_future()
-        self._events.put_nowait(("reassign", dict(targets), allow_replication_factor_change, fut))
-        return await fut  # type: ignore[no-any-return]
-
-    def ongoing_reassignments(self, partitions: Iterable[TP] | None = None) -> dict[TP, Ongoing]:
+    def ongoing(self, partitions: Iterable[TopicPartition] | None = None) -> dict[TopicPartition, Ongoing]:
         """The reassignments in progress (of ``partitions``, or all)."""
-        out: dict[TP, Ongoing] = {}
+        out: dict[TopicPartition, Ongoing] = {}
         wanted = None if partitions is None else set(partitions)
-        for name, t in self.topics.items():
+        for name, t in self.context.topics.items():
             for p in sorted(set(t.adding_replicas) | set(t.removing_replicas)):
                 if wanted is not None and (name, p) not in wanted:
                     continue
@@ -91,18 +85,16 @@ class ReassignmentMixin:
                     out[(name, p)] = (list(t.partitions.get(p, [])), list(adding), list(removing))
         return out
 
-    # ---- events ----------------------------------------------------------------------------
-
-    async def _on_reassign(
-        self, targets: dict[TP, list[int] | None], allow_rf_change: bool
-    ) -> dict[TP, ReassignResult]:
-        from .controller import _Batch
-
-        out: dict[TP, ReassignResult] = {}
-        started: dict[TP, list[int]] = {}
+    async def on_reassign(
+        self, targets: Mapping[TopicPartition, list[int] | None], allow_rf_change: bool
+    ) -> dict[TopicPartition, ReassignResult]:
+        """Starts, retargets or (None) cancels reassignments; the result per partition."""
+        ctx = self.context
+        out: dict[TopicPartition, ReassignResult] = {}
+        started: dict[TopicPartition, list[int]] = {}
         for tp, target in targets.items():
-            t = self.topics.get(tp[0])
-            if t is None or tp[1] not in t.partitions or tp not in self.states:
+            t = ctx.topics.get(tp[0])
+            if t is None or tp[1] not in t.partitions or tp not in ctx.states:
                 out[tp] = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, None)
                 continue
             replicas = list(t.partitions[tp[1]])
@@ -128,11 +120,11 @@ class ReassignmentMixin:
                 continue
             started[tp] = list(target)
             out[tp] = (ErrorCode.NONE, None)
-        batch = _Batch()
+        batch = RequestBatch()
         for tp, target in started.items():
-            await self._start_reassignment(tp, target, batch)
-        await self._complete_reassignments(list(started), batch)
-        await self._send(batch)  # type: ignore[attr-defined]
+            await self._start(tp, target, batch)
+        await self.complete(list(started), batch)
+        self.sender.send(batch)
         return out
 
     def _invalid_target(self, target: list[int]) -> str | None:
@@ -140,27 +132,15 @@ class ReassignmentMixin:
             return "The target replica list is empty."
         if len(set(target)) != len(target):
             return f"The target replica list {target} names a broker twice."
-        unknown = [b for b in target if b not in self.live]
+        unknown = [b for b in target if b not in self.context.live]
         if unknown:
             return f"The target replica list names brokers that are not alive: {unknown}."
         return None
 
-    async def _write_topic(self, name: str, changed: Any) -> None:
-        from .controller import _Retry
-
-        try:
-            results = await self._commit(  # type: ignore[attr-defined]
-                [("set", changed.path, changed.to_json(), self.topic_versions[name])]
-            )
-        except BadVersionError as e:
-            await self._conflict(name)  # type: ignore[attr-defined]
-            raise _Retry(f"topic {name} changed under the controller") from e
-        self.topics[name] = changed
-        self.topic_versions[name] = results[0].version
-
-    async def _start_reassignment(self, tp: TP, target: list[int], batch: _Batch) -> None:
+    async def _start(self, tp: TopicPartition, target: list[int], batch: RequestBatch) -> None:
+        ctx = self.context
         name, p = tp
-        t = self.topics[name]
+        t = ctx.topics[name]
         adding_now = t.adding_replicas.get(p, [])
         origin = [r for r in t.partitions[p] if r not in adding_now]
         rs = list(target) + [r for r in origin if r not in target]
@@ -172,60 +152,64 @@ class ReassignmentMixin:
             adding_replicas={k: v for k, v in {**t.adding_replicas, p: ar}.items() if v},
             removing_replicas={k: v for k, v in {**t.removing_replicas, p: rr}.items() if v},
         )
-        await self._write_topic(name, changed)
-        s = self.states[tp]
-        epoch = self.election.epoch  # type: ignore[attr-defined]
-        await self._write_states(  # type: ignore[attr-defined]
-            {tp: replace(s, leader_epoch=s.leader_epoch + 1, controller_epoch=epoch)}
-        )
+        await self.zk.write_topic(changed)
+        s = ctx.states[tp]
+        epoch = self.election.epoch
+        await self.zk.write_states({tp: replace(s, leader_epoch=s.leader_epoch + 1, controller_epoch=epoch)})
         # Replicas this broker was adding under an earlier target and no longer wants.
         dropped = [r for r in adding_now if r not in rs]
         for r in rs:
-            if r in self.live:
+            if r in ctx.live:
                 batch.add_leader_and_isr([r], tp, is_new=r in ar)
         for r in dropped:
-            if r in self.live:
-                batch.stop_replica[r][tp] = (True, self.states[tp].leader_epoch)
+            if r in ctx.live:
+                batch.add_stop_replica(r, tp, delete=True, leader_epoch=ctx.states[tp].leader_epoch)
         batch.update_metadata.add(tp)
         log.info("reassignment_started", topic=name, partition=p, replicas=rs, adding=ar, removing=rr)
 
-    async def _complete_reassignments(self, tps: Iterable[TP] | None, batch: _Batch) -> None:
+    async def complete(self, tps: Iterable[TopicPartition] | None, batch: RequestBatch) -> None:
         """Completes each ongoing reassignment (of ``tps``, or all) whose target is in the ISR."""
-        ongoing = self.ongoing_reassignments(tps)
+        ongoing = self.ongoing(tps)
         for tp, (replicas, _adding, removing) in sorted(ongoing.items()):
             target = [r for r in replicas if r not in removing]
-            s = self.states.get(tp)
+            s = self.context.states.get(tp)
             if s is None or any(r not in s.isr for r in target):
                 continue
-            await self._finish_reassignment(tp, target, removing, s, batch)
+            await self._finish(tp, target, removing, s, batch)
 
-    async def _finish_reassignment(
-        self, tp: TP, target: list[int], removing: list[int], s: PartitionState, batch: _Batch
+    async def _finish(
+        self,
+        tp: TopicPartition,
+        target: list[int],
+        removing: list[int],
+        s: PartitionStateZnode,
+        batch: RequestBatch,
     ) -> None:
-        epoch = self.election.epoch  # type: ignore[attr-defined]
+        ctx = self.context
+        epoch = self.election.epoch
         isr = tuple(r for r in s.isr if r in target)
-        if s.leader in target and s.leader in self.live:
+        if s.leader in target and s.leader in ctx.live:
             new = replace(s, leader_epoch=s.leader_epoch + 1, isr=isr, controller_epoch=epoch)
         else:
-            e = elect_reassignment(s, target, self.live, epoch)
+            e = elect_reassignment(s, target, ctx.live, epoch)
             if e.state is None:
                 log.warning("reassignment_waiting", topic=tp[0], partition=tp[1], reason=e.reason)
                 return
             new = replace(e.state, isr=isr)
-        await self._write_states({tp: new})  # type: ignore[attr-defined]
+        await self.zk.write_states({tp: new})
         name, p = tp
-        t = self.topics[name]
+        t = ctx.topics[name]
         changed = replace(
             t,
             partitions={**t.partitions, p: list(target)},
             adding_replicas={k: v for k, v in t.adding_replicas.items() if k != p},
             removing_replicas={k: v for k, v in t.removing_replicas.items() if k != p},
         )
-        await self._write_topic(name, changed)
-        batch.add_leader_and_isr([r for r in target if r in self.live], tp)
+        await self.zk.write_topic(changed)
+        batch.add_leader_and_isr([r for r in target if r in ctx.live], tp)
         for r in removing:
-            if r in self.live:
-                batch.stop_replica[r][tp] = (True, new.leader_epoch)
+            if r in ctx.live:
+                batch.add_stop_replica(r, tp, delete=True, leader_epoch=new.leader_epoch)
         batch.update_metadata.add(tp)
         log.info("reassignment_completed", topic=name, partition=p, replicas=target, leader=new.leader,
                  leader_epoch=new.leader_epoch)

@@ -40,7 +40,7 @@ from typing import Generic, TypeVar
 
 from refka.common import TopicPartition
 
-from .znodes import NO_LEADER, PartitionState
+from .znodes import NO_LEADER, PartitionStateZnode
 
 RECOVERING = 1  # leader_recovery_state after an unclean election (KIP-704)
 
@@ -182,23 +182,23 @@ def reassignment_leader(target: Sequence[int], isr: Collection[int], live: Colle
 class Election:
     """A decided election: the new state to write, or why there is none."""
 
-    state: PartitionState | None
+    state: PartitionStateZnode | None
     unclean: bool = False
     reason: str = ""
 
 
 def initial_state(
     assignment: Sequence[int], live: Collection[int], controller_epoch: int
-) -> PartitionState | None:
+) -> PartitionStateZnode | None:
     """New partition: the live replicas form the ISR, the first of them leads, epoch 0."""
     isr = tuple(r for r in assignment if r in live)
     if not isr:
         return None
-    return PartitionState(leader=isr[0], leader_epoch=0, isr=isr, controller_epoch=controller_epoch)
+    return PartitionStateZnode(leader=isr[0], leader_epoch=0, isr=isr, controller_epoch=controller_epoch)
 
 
 def elect_offline(
-    current: PartitionState,
+    current: PartitionStateZnode,
     assignment: Sequence[int],
     live: Collection[int],
     controller_epoch: int,
@@ -211,7 +211,7 @@ def elect_offline(
         )
     isr = tuple(r for r in current.isr if r in live) if leader in current.isr else (leader,)
     return Election(
-        PartitionState(
+        PartitionStateZnode(
             leader=leader,
             leader_epoch=current.leader_epoch + 1,
             isr=isr,
@@ -223,7 +223,7 @@ def elect_offline(
 
 
 def elect_preferred(
-    current: PartitionState, assignment: Sequence[int], live: Collection[int], controller_epoch: int
+    current: PartitionStateZnode, assignment: Sequence[int], live: Collection[int], controller_epoch: int
 ) -> Election:
     leader = preferred_replica_leader(assignment, current.isr, live)
     if leader is None:
@@ -238,7 +238,7 @@ def elect_preferred(
 
 
 def elect_controlled_shutdown(
-    current: PartitionState,
+    current: PartitionStateZnode,
     assignment: Sequence[int],
     live: Collection[int],
     shutting_down: Collection[int],
@@ -248,11 +248,11 @@ def elect_controlled_shutdown(
     if leader is None:
         return Election(None, reason="no other live replica in the ISR")
     isr = tuple(r for r in current.isr if r not in shutting_down)
-    return Election(PartitionState(leader, current.leader_epoch + 1, isr, controller_epoch))
+    return Election(PartitionStateZnode(leader, current.leader_epoch + 1, isr, controller_epoch))
 
 
 def elect_reassignment(
-    current: PartitionState, target: Sequence[int], live: Collection[int], controller_epoch: int
+    current: PartitionStateZnode, target: Sequence[int], live: Collection[int], controller_epoch: int
 ) -> Election:
     leader = reassignment_leader(target, current.isr, live)
     if leader is None:
@@ -265,8 +265,8 @@ def elect_reassignment(
 
 
 def remove_replica_from_isr(
-    current: PartitionState, replica: int, controller_epoch: int
-) -> PartitionState | None:
+    current: PartitionStateZnode, replica: int, controller_epoch: int
+) -> PartitionStateZnode | None:
     """Kafka's removeReplicasFromIsr: the replica leaves the ISR (never emptying it;
     the last member stays so it can be elected cleanly when it returns) and, if it
     led, the partition is left without a leader. None when nothing changes."""
@@ -274,6 +274,6 @@ def remove_replica_from_isr(
         return None
     leader = NO_LEADER if replica == current.leader else current.leader
     isr = tuple(r for r in current.isr if r != replica) if len(current.isr) > 1 else current.isr
-    return PartitionState(
+    return PartitionStateZnode(
         leader, current.leader_epoch + 1, isr, controller_epoch, current.leader_recovery_state
     )

@@ -13,7 +13,7 @@ so a ZooKeeper shared with tools that know Kafka's layout reads naturally.
     /brokers/ids/<id>                            BrokerInfo                                     ephemeral
     /brokers/topics/<t>                          TopicAssignment (+ KIP-253 counts, KIP-232 topic_epoch)
     /brokers/topics/<t>/partitions/<p>           PartitionZnode (KIP-232 / KIP-253)
-    /brokers/topics/<t>/partitions/<p>/state     PartitionState
+    /brokers/topics/<t>/partitions/<p>/state     PartitionStateZnode
     /config/topics/<t>                           {"version":1,"config":{...}}
     /config/changes/config_change_<seq>          {"version":2,"entity_path":"topics/<t>"}
     /admin/delete_topics/<t>                     (empty)
@@ -38,7 +38,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from refka.common import Endpoint
+from refka.common import Endpoint, TopicPartition
 
 # ---- paths ----------------------------------------------------------------------------------
 
@@ -381,7 +381,7 @@ LEADER_DURING_DELETE = -2  # UpdateMetadata's leader for a partition being delet
 
 
 @dataclass(frozen=True)
-class PartitionState:
+class PartitionStateZnode:
     """``.../partitions/<p>/state``: Kafka's LeaderAndIsr znode.
 
     ``{"controller_epoch":3,"leader":1,"version":1,"leader_epoch":0,"isr":[1,2]}``
@@ -412,7 +412,7 @@ class PartitionState:
         return _dumps(doc)
 
     @classmethod
-    def from_json(cls, data: bytes) -> PartitionState:
+    def from_json(cls, data: bytes) -> PartitionStateZnode:
         doc = _loads(data)
         return cls(
             leader=int(doc["leader"]),
@@ -451,12 +451,12 @@ def decode_config_change(data: bytes) -> str:
     return str(_loads(data)["entity_path"])
 
 
-def isr_change_notification(partitions: list[tuple[str, int]]) -> bytes:
+def isr_change_notification(partitions: list[TopicPartition]) -> bytes:
     """``/isr_change_notification/isr_change_<seq>``: ``{"version":1,"partitions":[{"topic":"t","partition":0}]}``."""
     return _dumps({"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]})
 
 
-def decode_isr_change(data: bytes) -> list[tuple[str, int]]:
+def decode_isr_change(data: bytes) -> list[TopicPartition]:
     return [(str(e["topic"]), int(e["partition"])) for e in _loads(data).get("partitions") or []]
 
 

@@ -205,13 +205,13 @@ async def test_register_broker_is_an_ephemeral_owned_by_the_session(store) -> No
 async def test_update_isr_is_conditional(store) -> None:
     await store.create(
         "/brokers/topics/t/partitions/0/state",
-        znodes.PartitionState(1, 0, (1, 2), 1).to_json(),
+        znodes.PartitionStateZnode(1, 0, (1, 2), 1).to_json(),
         makepath=True,
     )
-    v = await admin.update_isr(store, "t", 0, znodes.PartitionState(1, 0, (1,), 1), 0)
+    v = await admin.update_isr(store, "t", 0, znodes.PartitionStateZnode(1, 0, (1,), 1), 0)
     assert v == 1
     with pytest.raises(BadVersionError):
-        await admin.update_isr(store, "t", 0, znodes.PartitionState(1, 0, (1, 2), 1), 0)
+        await admin.update_isr(store, "t", 0, znodes.PartitionStateZnode(1, 0, (1, 2), 1), 0)
     path = await admin.notify_isr_change(store, [("t", 0)])
     assert path.startswith("/isr_change_notification/isr_change_")
 

@@ -138,7 +138,7 @@ async def cluster():
 async def create(
     cluster: Cluster, name: str, assignment: dict[int, list[int]], **configs: str
 ) -> znodes.TopicAssignment:
-    brokers = {b: None for b in cluster.active.live}
+    brokers = {b: None for b in cluster.active.context.live}
     topic = await admin.create_topic(cluster.store, name, -1, -1, assignment, configs, brokers)
     await eventually(lambda: all(cluster.active.partition_state(name, p) for p in assignment))
     await cluster.settle()
@@ -266,7 +266,7 @@ async def test_broker_failure_reelects_from_the_isr_and_bumps_the_leader_epoch(c
     # Broker 2 comes back: a full LeaderAndIsr and full metadata for it.
     ch.clear()
     await cluster.start_broker(2)
-    await eventually(lambda: 2 in c.live)
+    await eventually(lambda: 2 in c.context.live)
     await cluster.settle()
     (full,) = ch.of("LeaderAndIsr", 2)
     assert full.type == TYPE_FULL
@@ -282,7 +282,7 @@ async def test_no_eligible_leader_leaves_the_partition_offline_until_an_isr_memb
 ) -> None:
     await create(cluster, "solo", {0: [2, 3]})
     st = cluster.active.partition_state("solo", 0)
-    await admin.update_isr(cluster.store, "solo", 0, znodes.PartitionState(2, st.leader_epoch, (2,), 1), 0)
+    await admin.update_isr(cluster.store, "solo", 0, znodes.PartitionStateZnode(2, st.leader_epoch, (2,), 1), 0)
     await cluster.kill_broker(2)
     c = cluster.active
     await eventually(lambda: c.partition_state("solo", 0).leader == -1)
@@ -296,7 +296,7 @@ async def test_no_eligible_leader_leaves_the_partition_offline_until_an_isr_memb
 async def test_unclean_election_when_the_topic_allows_it(cluster: Cluster) -> None:
     await create(cluster, "dirty", {0: [2, 3]}, **{"unclean.leader.election.enable": "true"})
     st = cluster.active.partition_state("dirty", 0)
-    await admin.update_isr(cluster.store, "dirty", 0, znodes.PartitionState(2, st.leader_epoch, (2,), 1), 0)
+    await admin.update_isr(cluster.store, "dirty", 0, znodes.PartitionStateZnode(2, st.leader_epoch, (2,), 1), 0)
     await cluster.kill_broker(2)
     c = cluster.active
     await eventually(lambda: c.partition_state("dirty", 0).leader == 3)
@@ -344,7 +344,21 @@ async def test_a_stopped_controller_hands_over_cleanly() -> None:
         assert cl.channels[1].stopped
         await eventually(lambda: cl.controllers[2].is_active)
         assert cl.controllers[2].epoch == 2
-        assert 1 in cl.controllers[2].live  # broker 1 itself still runs
+        assert 1 in cl.controllers[2].context.live  # broker 1 itself still runs
+    finally:
+        await cl.stop()
+
+
+async def test_a_broker_that_is_not_the_controller_answers_requests_with_not_controller() -> None:
+    cl = Cluster()
+    await cl.start(candidates=(1, 2))
+    try:
+        standby = next(c for c in cl.controllers.values() if not c.is_active)
+        assert await standby.controlled_shutdown(3) == (ErrorCode.NOT_CONTROLLER, [])
+        assert await standby.elect_preferred_leaders() == {}
+        assert await standby.elect_unclean_leaders([("t", 0)]) == {}
+        assert await standby.alter_partition_reassignments({("t", 0): [1]}) == {}
+        await standby.sync()
     finally:
         await cl.stop()
 
@@ -353,7 +367,7 @@ async def test_topic_deletion(cluster: Cluster) -> None:
     old = await create(cluster, "gone", {0: [1, 2], 1: [2, 3]})
     cluster.channel.clear()
     await admin.delete_topic(cluster.store, "gone")
-    await eventually(lambda: "gone" not in cluster.active.topics)
+    await eventually(lambda: "gone" not in cluster.active.context.topics)
     await cluster.settle()
     for path in ("/brokers/topics/gone", "/config/topics/gone", "/admin/delete_topics/gone"):
         assert await cluster.store.exists(path) is None, path
@@ -379,7 +393,7 @@ async def test_partition_expansion_follows_kip_253(cluster: Cluster) -> None:
     await eventually(lambda: c.partition_state("grow", 1).leader_epoch == 1)
     await cluster.settle()
     cluster.channel.clear()
-    brokers = {b: None for b in c.live}
+    brokers = {b: None for b in c.context.live}
     await admin.create_partitions(cluster.store, "grow", 4, [[2, 1], [1, 2]], brokers)
     await eventually(lambda: c.partition_state("grow", 3) is not None)
     await cluster.settle()
@@ -432,7 +446,7 @@ async def test_a_new_controller_finishes_a_half_done_expansion() -> None:
         "/brokers/topics/half/partitions/0", znodes.PartitionZnode(2).to_json(), makepath=True
     )
     await cl.store.create(
-        "/brokers/topics/half/partitions/0/state", znodes.PartitionState(1, 5, (1, 2), 0).to_json()
+        "/brokers/topics/half/partitions/0/state", znodes.PartitionStateZnode(1, 5, (1, 2), 0).to_json()
     )
     await cl.store.create("/partition_epoch", b"2")
     cl.channels[1] = FakeChannel()
@@ -478,7 +492,7 @@ async def test_controlled_shutdown_moves_leadership_away(cluster: Cluster) -> No
 async def test_isr_change_notifications_are_broadcast(cluster: Cluster) -> None:
     await create(cluster, "isr", {0: [1, 2, 3]})
     cluster.channel.clear()
-    version = await admin.update_isr(cluster.store, "isr", 0, znodes.PartitionState(1, 0, (1, 3), 1), 0)
+    version = await admin.update_isr(cluster.store, "isr", 0, znodes.PartitionStateZnode(1, 0, (1, 3), 1), 0)
     assert version == 1
     await admin.notify_isr_change(cluster.store, [("isr", 0)])
     c = cluster.active
@@ -496,10 +510,10 @@ async def test_preferred_leader_election(cluster: Cluster) -> None:
     c = cluster.active
     await eventually(lambda: c.partition_state("pref", 0).leader == 1)
     await cluster.start_broker(2)
-    await eventually(lambda: 2 in c.live)
+    await eventually(lambda: 2 in c.context.live)
     st = c.partition_state("pref", 0)
     v = (await cluster.store.exists("/brokers/topics/pref/partitions/0/state")).version
-    await admin.update_isr(cluster.store, "pref", 0, znodes.PartitionState(1, st.leader_epoch, (1, 2), 1), v)
+    await admin.update_isr(cluster.store, "pref", 0, znodes.PartitionStateZnode(1, st.leader_epoch, (1, 2), 1), v)
     await admin.notify_isr_change(cluster.store, [("pref", 0)])
     await eventually(lambda: c.partition_state("pref", 0).isr == (1, 2))
     result = await c.elect_preferred_leaders([("pref", 0)])

@@ -26,7 +26,7 @@ async def join_isr(cluster: Cluster, topic: str, p: int, isr: tuple[int, ...]) -
     c = cluster.active
     st = c.partition_state(topic, p)
     v = (await cluster.store.exists(f"{TOPIC}{topic}/partitions/{p}/state")).version
-    await admin.update_isr(cluster.store, topic, p, znodes.PartitionState(st.leader, st.leader_epoch, isr, 1), v)
+    await admin.update_isr(cluster.store, topic, p, znodes.PartitionStateZnode(st.leader, st.leader_epoch, isr, 1), v)
     await admin.notify_isr_change(cluster.store, [(topic, p)])
 
 
@@ -100,7 +100,7 @@ async def test_unclean_election(cluster: Cluster) -> None:
     await eventually(lambda: c.partition_state("un", 0).leader == -1)
     assert await c.elect_unclean_leaders([("un", 0)]) == {("un", 0): ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE}
     await cluster.start_broker(3)
-    await eventually(lambda: 3 in c.live)
+    await eventually(lambda: 3 in c.context.live)
     await cluster.settle()
     assert c.partition_state("un", 0).leader == -1  # 3 is not in the ISR: no clean election
     epoch = c.partition_state("un", 0).leader_epoch

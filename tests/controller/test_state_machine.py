@@ -19,7 +19,7 @@ from refka.controller.state_machine import (
     offline_partition_leader,
     remove_replica_from_isr,
 )
-from refka.controller.znodes import NO_LEADER, PartitionState
+from refka.controller.znodes import NO_LEADER, PartitionStateZnode
 
 P = sm.PartitionStateName
 R = sm.ReplicaStateName
@@ -78,36 +78,36 @@ def test_offline_election_takes_the_first_live_isr_member_in_assignment_order() 
 
 
 def test_elect_offline_bumps_the_leader_epoch_and_shrinks_the_isr() -> None:
-    cur = PartitionState(leader=1, leader_epoch=4, isr=(1, 2, 3), controller_epoch=1)
+    cur = PartitionStateZnode(leader=1, leader_epoch=4, isr=(1, 2, 3), controller_epoch=1)
     e = elect_offline(cur, [1, 2, 3], live={2, 3}, controller_epoch=2)
-    assert e.state == PartitionState(leader=2, leader_epoch=5, isr=(2, 3), controller_epoch=2)
+    assert e.state == PartitionStateZnode(leader=2, leader_epoch=5, isr=(2, 3), controller_epoch=2)
     assert not e.unclean
 
 
 def test_unclean_election_only_when_enabled() -> None:
-    cur = PartitionState(leader=1, leader_epoch=4, isr=(1,), controller_epoch=1)
+    cur = PartitionStateZnode(leader=1, leader_epoch=4, isr=(1,), controller_epoch=1)
     clean = elect_offline(cur, [1, 2], live={2}, controller_epoch=2)
     assert clean.state is None and "unclean disabled" in clean.reason
     dirty = elect_offline(cur, [1, 2], live={2}, controller_epoch=2, unclean=True)
     assert dirty.unclean
-    assert dirty.state == PartitionState(2, 5, (2,), 2, leader_recovery_state=RECOVERING)
+    assert dirty.state == PartitionStateZnode(2, 5, (2,), 2, leader_recovery_state=RECOVERING)
 
 
 def test_preferred_replica_election() -> None:
-    cur = PartitionState(leader=2, leader_epoch=1, isr=(1, 2), controller_epoch=1)
-    assert elect_preferred(cur, [1, 2], live={1, 2}, controller_epoch=3).state == PartitionState(
+    cur = PartitionStateZnode(leader=2, leader_epoch=1, isr=(1, 2), controller_epoch=1)
+    assert elect_preferred(cur, [1, 2], live={1, 2}, controller_epoch=3).state == PartitionStateZnode(
         1, 2, (1, 2), 3
     )
     assert elect_preferred(cur, [1, 2], live={2}, controller_epoch=3).state is None
-    led = PartitionState(leader=1, leader_epoch=1, isr=(1, 2), controller_epoch=1)
+    led = PartitionStateZnode(leader=1, leader_epoch=1, isr=(1, 2), controller_epoch=1)
     assert elect_preferred(led, [1, 2], live={1, 2}, controller_epoch=3).state is None
 
 
 def test_controlled_shutdown_election_moves_leadership_off_the_broker() -> None:
-    cur = PartitionState(leader=1, leader_epoch=7, isr=(1, 2, 3), controller_epoch=1)
+    cur = PartitionStateZnode(leader=1, leader_epoch=7, isr=(1, 2, 3), controller_epoch=1)
     e = elect_controlled_shutdown(cur, [1, 2, 3], live={1, 2, 3}, shutting_down={1}, controller_epoch=2)
-    assert e.state == PartitionState(2, 8, (2, 3), 2)
-    alone = PartitionState(leader=1, leader_epoch=7, isr=(1,), controller_epoch=1)
+    assert e.state == PartitionStateZnode(2, 8, (2, 3), 2)
+    alone = PartitionStateZnode(leader=1, leader_epoch=7, isr=(1,), controller_epoch=1)
     assert (
         elect_controlled_shutdown(alone, [1, 2], live={1, 2}, shutting_down={1}, controller_epoch=2).state
         is None
@@ -115,20 +115,20 @@ def test_controlled_shutdown_election_moves_leadership_off_the_broker() -> None:
 
 
 def test_reassignment_election_picks_from_the_target() -> None:
-    cur = PartitionState(leader=1, leader_epoch=0, isr=(1, 4, 5), controller_epoch=1)
+    cur = PartitionStateZnode(leader=1, leader_epoch=0, isr=(1, 4, 5), controller_epoch=1)
     assert elect_reassignment(cur, [5, 4], live={1, 4, 5}, controller_epoch=1).state.leader == 5
     assert elect_reassignment(cur, [6], live={1, 6}, controller_epoch=1).state is None
 
 
 def test_initial_state_of_a_new_partition() -> None:
-    assert initial_state([3, 1, 2], live={1, 2}, controller_epoch=5) == PartitionState(1, 0, (1, 2), 5)
+    assert initial_state([3, 1, 2], live={1, 2}, controller_epoch=5) == PartitionStateZnode(1, 0, (1, 2), 5)
     assert initial_state([3], live={1}, controller_epoch=5) is None
 
 
 def test_remove_replica_from_isr_never_empties_it() -> None:
-    cur = PartitionState(leader=1, leader_epoch=2, isr=(1, 2), controller_epoch=1)
-    assert remove_replica_from_isr(cur, 2, 3) == PartitionState(1, 3, (1,), 3)
-    assert remove_replica_from_isr(cur, 1, 3) == PartitionState(NO_LEADER, 3, (2,), 3)
-    last = PartitionState(leader=1, leader_epoch=2, isr=(1,), controller_epoch=1)
-    assert remove_replica_from_isr(last, 1, 3) == PartitionState(NO_LEADER, 3, (1,), 3)
+    cur = PartitionStateZnode(leader=1, leader_epoch=2, isr=(1, 2), controller_epoch=1)
+    assert remove_replica_from_isr(cur, 2, 3) == PartitionStateZnode(1, 3, (1,), 3)
+    assert remove_replica_from_isr(cur, 1, 3) == PartitionStateZnode(NO_LEADER, 3, (2,), 3)
+    last = PartitionStateZnode(leader=1, leader_epoch=2, isr=(1,), controller_epoch=1)
+    assert remove_replica_from_isr(last, 1, 3) == PartitionStateZnode(NO_LEADER, 3, (1,), 3)
     assert remove_replica_from_isr(last, 9, 3) is None

@@ -122,7 +122,7 @@ def test_partition_znode_has_the_seeds_keys() -> None:
 
 
 def test_partition_state_is_kafkas_leader_and_isr_znode() -> None:
-    s = z.PartitionState(leader=1, leader_epoch=0, isr=(1, 2), controller_epoch=3)
+    s = z.PartitionStateZnode(leader=1, leader_epoch=0, isr=(1, 2), controller_epoch=3)
     assert keys(s.to_json()) == {
         "controller_epoch": 3,
         "leader": 1,
@@ -130,10 +130,10 @@ def test_partition_state_is_kafkas_leader_and_isr_znode() -> None:
         "leader_epoch": 0,
         "isr": [1, 2],
     }
-    assert z.PartitionState.from_json(s.to_json()) == s
-    r = z.PartitionState(leader=2, leader_epoch=5, isr=(2,), controller_epoch=3, leader_recovery_state=1)
+    assert z.PartitionStateZnode.from_json(s.to_json()) == s
+    r = z.PartitionStateZnode(leader=2, leader_epoch=5, isr=(2,), controller_epoch=3, leader_recovery_state=1)
     assert keys(r.to_json())["leader_recovery_state"] == 1
-    assert z.PartitionState.from_json(r.to_json()) == r
+    assert z.PartitionStateZnode.from_json(r.to_json()) == r
 
 
 def test_configs_and_notifications() -> None:
