@@ -22,8 +22,10 @@ bench: install-test
 	$(PIP) install -q -e '.[test,bench]'
 	$(PY) -m lab.bench $(ARGS)
 
+# ruff over everything, mypy over refka (config in pyproject.toml); either failing fails lint.
 lint: install-test
 	$(VENV)/bin/ruff check refka tests lab
+	$(VENV)/bin/mypy refka
 
 api-table: install
 	$(VENV)/bin/refka api-versions --readme README.md

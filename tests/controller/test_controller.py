@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import json
 import struct
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -27,16 +26,9 @@ from refka.protocol.messages.api_versions import ApiVersions
 from refka.protocol.messages.leader_and_isr import TYPE_FULL, TYPE_INCREMENTAL, LeaderAndIsr
 from refka.protocol.messages.stop_replica import StopReplica
 from refka.protocol.messages.update_metadata import UpdateMetadata
+from tests.waiting import wait_until_async
 
 BROKERS = (1, 2, 3)
-
-
-async def eventually(predicate: Callable[[], Any], timeout: float = 5.0) -> None:
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not predicate():
-        if asyncio.get_running_loop().time() > deadline:
-            raise AssertionError("condition not reached in time")
-        await asyncio.sleep(0.005)
 
 
 class FakeChannel:
@@ -89,7 +81,7 @@ class Cluster:
             self.channels[b] = FakeChannel()
             self.controllers[b] = Controller(self.sessions[b], b, self.channels[b], config)
             await self.controllers[b].start()
-        await eventually(lambda: any(c.is_active for c in self.controllers.values()))
+        await wait_until_async(lambda: any(c.is_active for c in self.controllers.values()))
 
     async def start_broker(self, b: int) -> None:
         s = self.sessions.get(b)
@@ -140,7 +132,7 @@ async def create(
 ) -> znodes.TopicAssignment:
     brokers = {b: None for b in cluster.active.context.live}
     topic = await admin.create_topic(cluster.store, name, -1, -1, assignment, configs, brokers)
-    await eventually(lambda: all(cluster.active.partition_state(name, p) for p in assignment))
+    await wait_until_async(lambda: all(cluster.active.partition_state(name, p) for p in assignment))
     await cluster.settle()
     return topic
 
@@ -238,7 +230,7 @@ async def test_broker_failure_reelects_from_the_isr_and_bumps_the_leader_epoch(c
     cluster.channel.clear()
     await cluster.kill_broker(2)
     c = cluster.active
-    await eventually(lambda: c.partition_state("t", 0).leader != 2)
+    await wait_until_async(lambda: c.partition_state("t", 0).leader != 2)
     await cluster.settle()
     # p0 was led by 2: the first live ISR member in assignment order takes over.
     assert await cluster.json("/brokers/topics/t/partitions/0/state") == {
@@ -266,7 +258,7 @@ async def test_broker_failure_reelects_from_the_isr_and_bumps_the_leader_epoch(c
     # Broker 2 comes back: a full LeaderAndIsr and full metadata for it.
     ch.clear()
     await cluster.start_broker(2)
-    await eventually(lambda: 2 in c.context.live)
+    await wait_until_async(lambda: 2 in c.context.live)
     await cluster.settle()
     (full,) = ch.of("LeaderAndIsr", 2)
     assert full.type == TYPE_FULL
@@ -285,11 +277,11 @@ async def test_no_eligible_leader_leaves_the_partition_offline_until_an_isr_memb
     await admin.update_isr(cluster.store, "solo", 0, znodes.PartitionStateZnode(2, st.leader_epoch, (2,), 1), 0)
     await cluster.kill_broker(2)
     c = cluster.active
-    await eventually(lambda: c.partition_state("solo", 0).leader == -1)
+    await wait_until_async(lambda: c.partition_state("solo", 0).leader == -1)
     # Unclean election is off: 3 is live but was not in the ISR.
     assert c.partition_state("solo", 0).isr == (2,)
     await cluster.start_broker(2)
-    await eventually(lambda: c.partition_state("solo", 0).leader == 2)
+    await wait_until_async(lambda: c.partition_state("solo", 0).leader == 2)
     assert c.partition_state("solo", 0).leader_epoch == 2
 
 
@@ -299,7 +291,7 @@ async def test_unclean_election_when_the_topic_allows_it(cluster: Cluster) -> No
     await admin.update_isr(cluster.store, "dirty", 0, znodes.PartitionStateZnode(2, st.leader_epoch, (2,), 1), 0)
     await cluster.kill_broker(2)
     c = cluster.active
-    await eventually(lambda: c.partition_state("dirty", 0).leader == 3)
+    await wait_until_async(lambda: c.partition_state("dirty", 0).leader == 3)
     state = await cluster.json("/brokers/topics/dirty/partitions/0/state")
     assert (state["isr"], state["leader_recovery_state"]) == ([3], 1)
 
@@ -315,7 +307,7 @@ async def test_controller_failover_increments_the_epoch_and_resets_the_metadata_
         assert first.metadata_epoch == 2  # 0: failover, 1: the topic
         # Broker 1 loses its session: it resigns, broker 2 takes over.
         await cl.kill_broker(1)
-        await eventually(lambda: cl.controllers[2].is_active and not first.is_active)
+        await wait_until_async(lambda: cl.controllers[2].is_active and not first.is_active)
         await cl.settle()
         second = cl.controllers[2]
         assert second.epoch == 2 and second.active_controller_id == 2
@@ -328,7 +320,7 @@ async def test_controller_failover_increments_the_epoch_and_resets_the_metadata_
         full = [r for r in ch.of("LeaderAndIsr", 3) if r.type == TYPE_FULL]
         assert full and full[0].controller_epoch == 2
         # The partition broker 1 led moved: the new controller handled its failure.
-        await eventually(lambda: second.partition_state("t", 0).leader == 2)
+        await wait_until_async(lambda: second.partition_state("t", 0).leader == 2)
         assert second.partition_state("t", 0).leader_epoch == 1
         # The old controller cannot write any more.
         assert first.epoch == -1
@@ -342,7 +334,7 @@ async def test_a_stopped_controller_hands_over_cleanly() -> None:
     try:
         await cl.controllers[1].stop()
         assert cl.channels[1].stopped
-        await eventually(lambda: cl.controllers[2].is_active)
+        await wait_until_async(lambda: cl.controllers[2].is_active)
         assert cl.controllers[2].epoch == 2
         assert 1 in cl.controllers[2].context.live  # broker 1 itself still runs
     finally:
@@ -367,7 +359,7 @@ async def test_topic_deletion(cluster: Cluster) -> None:
     old = await create(cluster, "gone", {0: [1, 2], 1: [2, 3]})
     cluster.channel.clear()
     await admin.delete_topic(cluster.store, "gone")
-    await eventually(lambda: "gone" not in cluster.active.context.topics)
+    await wait_until_async(lambda: "gone" not in cluster.active.context.topics)
     await cluster.settle()
     for path in ("/brokers/topics/gone", "/config/topics/gone", "/admin/delete_topics/gone"):
         assert await cluster.store.exists(path) is None, path
@@ -390,12 +382,12 @@ async def test_partition_expansion_follows_kip_253(cluster: Cluster) -> None:
     await create(cluster, "grow", {0: [1, 2], 1: [3, 1]})
     await cluster.kill_broker(3)  # p1's leader moves: its epoch becomes 1, p0's stays 0
     c = cluster.active
-    await eventually(lambda: c.partition_state("grow", 1).leader_epoch == 1)
+    await wait_until_async(lambda: c.partition_state("grow", 1).leader_epoch == 1)
     await cluster.settle()
     cluster.channel.clear()
     brokers = {b: None for b in c.context.live}
     await admin.create_partitions(cluster.store, "grow", 4, [[2, 1], [1, 2]], brokers)
-    await eventually(lambda: c.partition_state("grow", 3) is not None)
+    await wait_until_async(lambda: c.partition_state("grow", 3) is not None)
     await cluster.settle()
 
     topic = await cluster.json("/brokers/topics/grow")
@@ -453,7 +445,7 @@ async def test_a_new_controller_finishes_a_half_done_expansion() -> None:
     cl.controllers[1] = Controller(cl.sessions[1], 1, cl.channels[1])
     await cl.controllers[1].start()
     try:
-        await eventually(lambda: cl.controllers[1].is_active)
+        await wait_until_async(lambda: cl.controllers[1].is_active)
         await cl.settle()
         assert (await cl.json("/brokers/topics/half"))["undeleted_partition_count"] == 2
         assert await cl.json("/brokers/topics/half/partitions/1") == {
@@ -496,7 +488,7 @@ async def test_isr_change_notifications_are_broadcast(cluster: Cluster) -> None:
     assert version == 1
     await admin.notify_isr_change(cluster.store, [("isr", 0)])
     c = cluster.active
-    await eventually(lambda: c.partition_state("isr", 0).isr == (1, 3))
+    await wait_until_async(lambda: c.partition_state("isr", 0).isr == (1, 3))
     await cluster.settle()
     assert await cluster.store.get_children("/isr_change_notification") == []
     um = cluster.channel.of("UpdateMetadata", 2)[0]
@@ -508,14 +500,14 @@ async def test_preferred_leader_election(cluster: Cluster) -> None:
     await create(cluster, "pref", {0: [2, 1]})
     await cluster.kill_broker(2)
     c = cluster.active
-    await eventually(lambda: c.partition_state("pref", 0).leader == 1)
+    await wait_until_async(lambda: c.partition_state("pref", 0).leader == 1)
     await cluster.start_broker(2)
-    await eventually(lambda: 2 in c.context.live)
+    await wait_until_async(lambda: 2 in c.context.live)
     st = c.partition_state("pref", 0)
     v = (await cluster.store.exists("/brokers/topics/pref/partitions/0/state")).version
     await admin.update_isr(cluster.store, "pref", 0, znodes.PartitionStateZnode(1, st.leader_epoch, (1, 2), 1), v)
     await admin.notify_isr_change(cluster.store, [("pref", 0)])
-    await eventually(lambda: c.partition_state("pref", 0).isr == (1, 2))
+    await wait_until_async(lambda: c.partition_state("pref", 0).isr == (1, 2))
     result = await c.elect_preferred_leaders([("pref", 0)])
     assert result == {("pref", 0): ErrorCode.NONE}
     assert c.partition_state("pref", 0).leader == 2
@@ -677,7 +669,7 @@ async def test_expansion_racing_the_creation_needs_no_epoch_bump(cluster: Cluste
     await admin.create_topic(cluster.store, "race", -1, -1, {0: [1, 2], 1: [2, 3]}, None, brokers)
     await admin.create_partitions(cluster.store, "race", 4, [[3, 1], [1, 3]], brokers)
     c = cluster.active
-    await eventually(lambda: all(c.partition_state("race", p) for p in range(4)))
+    await wait_until_async(lambda: all(c.partition_state("race", p) for p in range(4)))
     await cluster.settle()
     topic = await cluster.json("/brokers/topics/race")
     assert (topic["initial_partition_count"], topic["undeleted_partition_count"]) == (2, 4)

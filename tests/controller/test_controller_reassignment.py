@@ -5,10 +5,11 @@ cluster fixture): what is written to the znodes and sent to whom."""
 from __future__ import annotations
 
 import pytest
-from test_controller import Cluster, create, eventually, partition_states
+from test_controller import Cluster, create, partition_states
 
 from refka.controller import admin, znodes
 from refka.protocol.errors import ErrorCode
+from tests.waiting import wait_until_async
 
 TOPIC = "/brokers/topics/"
 
@@ -47,7 +48,7 @@ async def test_reassignment_adds_then_completes_when_the_target_is_in_the_isr(cl
 
     cluster.channel.clear()
     await join_isr(cluster, "mv", 0, (1, 2, 3))
-    await eventually(lambda: c.ongoing_reassignments() == {})
+    await wait_until_async(lambda: c.ongoing_reassignments() == {})
     await cluster.settle()
     st = c.partition_state("mv", 0)
     assert (st.leader, st.leader_epoch, st.isr) == (3, epoch0 + 2, (2, 3))  # leader 1 left: 3 leads
@@ -95,12 +96,12 @@ async def test_unclean_election(cluster: Cluster) -> None:
     c = cluster.active
     assert await c.elect_unclean_leaders([("un", 0)]) == {("un", 0): ErrorCode.ELECTION_NOT_NEEDED}
     await cluster.kill_broker(3)
-    await eventually(lambda: c.partition_state("un", 0).isr == (2,))
+    await wait_until_async(lambda: c.partition_state("un", 0).isr == (2,))
     await cluster.kill_broker(2)
-    await eventually(lambda: c.partition_state("un", 0).leader == -1)
+    await wait_until_async(lambda: c.partition_state("un", 0).leader == -1)
     assert await c.elect_unclean_leaders([("un", 0)]) == {("un", 0): ErrorCode.ELIGIBLE_LEADERS_NOT_AVAILABLE}
     await cluster.start_broker(3)
-    await eventually(lambda: 3 in c.context.live)
+    await wait_until_async(lambda: 3 in c.context.live)
     await cluster.settle()
     assert c.partition_state("un", 0).leader == -1  # 3 is not in the ISR: no clean election
     epoch = c.partition_state("un", 0).leader_epoch

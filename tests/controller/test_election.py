@@ -5,11 +5,12 @@ from __future__ import annotations
 import asyncio
 import json
 
-from test_controller import FakeChannel, eventually
+from test_controller import FakeChannel
 
 from refka.controller import admin, znodes
 from refka.controller.controller import Controller
 from refka.controller.election import ControllerElection
+from tests.waiting import wait_until_async
 
 
 class Candidate:
@@ -27,7 +28,7 @@ async def test_one_winner_and_the_epoch_moves_on(stores) -> None:
     sessions = [await stores.session() for _ in range(3)]
     candidates = [Candidate(s, b) for b, s in enumerate(sessions, start=1)]
     await asyncio.gather(*(c.election.start() for c in candidates))
-    await eventually(lambda: all(c.election.active_controller_id != -1 for c in candidates), 10)
+    await wait_until_async(lambda: all(c.election.active_controller_id != -1 for c in candidates), 10)
     winners = [c for c in candidates if c.election.is_controller]
     assert len(winners) == 1
     first = winners[0]
@@ -39,8 +40,8 @@ async def test_one_winner_and_the_epoch_moves_on(stores) -> None:
 
     # The winner's session expires: it resigns, and one of the others wins epoch 2.
     await first.election.store.expire_session()
-    await eventually(lambda: ("resigned", 0) in first.events, 15)
-    await eventually(lambda: any(c.election.epoch == 2 for c in candidates), 15)
+    await wait_until_async(lambda: ("resigned", 0) in first.events, 15)
+    await wait_until_async(lambda: any(c.election.epoch == 2 for c in candidates), 15)
     second = next(c for c in candidates if c.election.epoch == 2)
     assert sum(c.election.is_controller for c in candidates) == 1
     assert second.election.metadata_epoch == 0
@@ -63,13 +64,13 @@ async def test_a_controller_on_each_store_creates_a_topic(stores) -> None:
     controller = Controller(brokers[0], 1, channel)
     await controller.start()
     try:
-        await eventually(lambda: controller.is_active, 10)
+        await wait_until_async(lambda: controller.is_active, 10)
         await admin.create_topic(stores.first, "t", -1, -1, {0: [2, 1]}, None, {1: None, 2: None})
-        await eventually(lambda: controller.partition_state("t", 0) is not None, 10)
+        await wait_until_async(lambda: controller.partition_state("t", 0) is not None, 10)
         state = json.loads((await stores.first.get("/brokers/topics/t/partitions/0/state"))[0])
         assert (state["leader"], state["isr"], state["leader_epoch"]) == (2, [2, 1], 0)
         await brokers[1].expire_session()  # broker 2 fails
-        await eventually(lambda: controller.partition_state("t", 0).leader == 1, 15)
+        await wait_until_async(lambda: controller.partition_state("t", 0).leader == 1, 15)
         assert controller.partition_state("t", 0).leader_epoch == 1
     finally:
         await controller.stop()

@@ -28,6 +28,7 @@ from refka.protocol.messages.metadata import Metadata
 from refka.protocol.messages.produce import Produce
 from refka.protocol.records import build_batch
 from tests.brokers import BrokerProcess, free_port_block
+from tests.waiting import wait_until
 from tests.zk import ZooKeeperServer
 
 TIMEOUT = 30.0
@@ -133,9 +134,10 @@ class ZkCluster:
 
     def wait_leader(self, topic: str, partition: int, leader: int, min_epoch: int = 0) -> tuple[bytes, int]:
         """Poll every broker until each names ``leader`` (epoch >= min_epoch); (topic id, epoch)."""
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            seen: list[tuple[Any, Any, Any]] = []
+        seen: list[tuple[Any, Any, Any]] = []
+
+        def agreed() -> tuple[bytes, int] | None:
+            seen.clear()
             for node_id in self.running():
                 (t,) = metadata(self.port(node_id), topic).topics
                 parts = {p.partition_index: p for p in t.partitions}
@@ -143,9 +145,11 @@ class ZkCluster:
                 seen.append((t.topic_id, p.leader_id if p else None, p.leader_epoch if p else None))
             if all(s[1] == leader and s[2] is not None and s[2] >= min_epoch for s in seen) \
                     and len({s[2] for s in seen}) == 1:
-                return seen[0][0], seen[0][2]  # type: ignore[return-value]
-            assert time.monotonic() < deadline, f"{topic}-{partition}: brokers see {seen}"
-            time.sleep(0.05)
+                return seen[0][0], seen[0][2]
+            return None
+
+        return wait_until(agreed, timeout=TIMEOUT, interval=0.05,
+                          message=lambda: f"{topic}-{partition} led by {leader}; brokers see {seen}")
 
 
 def create_rf3_topic(bootstrap: str, topic: str, partitions: int = 1, **config: str) -> None:
@@ -186,19 +190,6 @@ def controller_id(bootstrap: str) -> int:
 
     result: int = asyncio.run(asyncio.wait_for(go(), TIMEOUT))
     return result
-
-
-def wait_until(what: str, check: Any, timeout: float = 60.0) -> Any:
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            got = check()
-        except Exception:  # a broker between states: ask again
-            got = None
-        if got:
-            return got
-        assert time.monotonic() < deadline, f"never: {what}"
-        time.sleep(0.2)
 
 
 def log_file(data_dir: Path, broker_id: int, topic: str, partition: int = 0) -> Path:
@@ -327,15 +318,17 @@ def produce_through_kill(cluster: ZkCluster, leader: int, topic: str, send: Call
 
 def wait_full_isr(bootstrap: str, topic: str) -> Any:
     """Partition 0's Metadata once all three replicas are in its ISR."""
-    return wait_until("ISR of 3", lambda: (m := partition_metadata(bootstrap, topic))
-                      and len(m[0].isr_nodes) == 3 and m[0])
+    return wait_until(lambda: (m := partition_metadata(bootstrap, topic))
+                      and len(m[0].isr_nodes) == 3 and m[0],
+                      message="ISR of 3", ignoring=(Exception,))
 
 
 def check_new_leader(bootstrap: str, topic: str, old_leader: int, before: Any) -> None:
     """Partition 0 has a live leader other than ``old_leader`` (waited for), at a higher
     epoch than ``before`` (its Metadata then), and ``old_leader`` left the ISR."""
-    after = wait_until("a new leader", lambda: (m := partition_metadata(bootstrap, topic))
-                       and m[0].leader_id not in (old_leader, -1) and m[0])
+    after = wait_until(lambda: (m := partition_metadata(bootstrap, topic))
+                       and m[0].leader_id not in (old_leader, -1) and m[0],
+                       message="a new leader", ignoring=(Exception,))
     assert after.leader_epoch > before.leader_epoch
     assert old_leader not in after.isr_nodes
 
@@ -360,8 +353,8 @@ def check_restarted_broker_rejoins(cluster: ZkCluster, root: Path, topic: str, n
     """The killed broker, restarted, cuts its divergent tail after asking the new leader
     (OffsetsForLeaderEpoch), rejoins the ISR, and its log becomes the leader's."""
     cluster.restart(node_id)
-    wait_until("the restarted broker back in the ISR",
-               lambda: node_id in partition_metadata(cluster.bootstrap, topic)[0].isr_nodes)
+    wait_until(lambda: node_id in partition_metadata(cluster.bootstrap, topic)[0].isr_nodes,
+               message="the restarted broker back in the ISR", ignoring=(Exception,))
     assert any("follower_truncated" in line and "offsets_for_leader_epoch" in line
                for line in cluster.procs[node_id].log_path.read_text().splitlines())
     leader = partition_metadata(cluster.bootstrap, topic)[0].leader_id
@@ -371,4 +364,4 @@ def check_restarted_broker_rejoins(cluster: ZkCluster, root: Path, topic: str, n
         b = log_file(root / f"data{node_id}", node_id, topic)
         return stored_batches(a) == stored_batches(b)
 
-    wait_until("the restarted broker's log equals the leader's", same_logs)
+    wait_until(same_logs, message="the restarted broker's log equals the leader's", ignoring=(Exception,))

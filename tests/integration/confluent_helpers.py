@@ -32,6 +32,7 @@ from refka.client.connection import connect
 from refka.protocol.messages.fetch import Fetch
 from refka.protocol.records import BatchHeader, parse_batches
 from tests.integration.cluster_helpers import partition_metadata
+from tests.waiting import wait_until
 
 # Generous: only there so that a broken broker fails a test instead of hanging it.
 TIMEOUT = 30.0
@@ -143,12 +144,10 @@ def wait_for_high_watermark(bootstrap: str, topic: str, partition: int, at_least
     """Waits (acks=0 gives no report) until the partition's high watermark reaches ``at_least``."""
     c = consumer(bootstrap)
     try:
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            low, high = c.get_watermark_offsets(TopicPartition(topic, partition), timeout=TIMEOUT)
-            if high >= at_least or time.monotonic() > deadline:
-                return low, high
-            time.sleep(0.05)
+        tp = TopicPartition(topic, partition)
+        return wait_until(lambda: (w := c.get_watermark_offsets(tp, timeout=TIMEOUT))[1] >= at_least and w,
+                          timeout=TIMEOUT, interval=0.05,
+                          message=f"{topic}-{partition}'s high watermark at {at_least}")
     finally:
         c.close()
 

@@ -11,7 +11,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -147,12 +146,3 @@ def check_delivery(members: list[MemberProcess], expected: dict[int, int]) -> di
     recommitted = {k: v for k, v in seen.items() if sum(v) > 1}
     assert not recommitted, f"records processed again after a commit covered them: {sorted(recommitted)[:20]}"
     return {"records": sum(expected.values()), "duplicates": sum(len(v) - 1 for v in seen.values())}
-
-
-def wait_until(pred: Callable[[], bool], what: str, timeout: float = TIMEOUT, interval: float = 0.1) -> None:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if pred():
-            return
-        time.sleep(interval)
-    raise AssertionError(f"{what} did not happen")

@@ -37,7 +37,7 @@ from tests.integration.confluent_helpers import (
     read_partition,
     unique_topic,
 )
-from tests.integration.group_helpers import wait_until
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -81,7 +81,7 @@ class LiveMember:
         def assigned() -> bool:
             self.consumer.poll(0.2)
             return bool(self.assigned)
-        wait_until(assigned, "partition assignment", interval=0)
+        wait_until(assigned, message="partition assignment", interval=0)
 
     def consume(self, n: int) -> list:
         out: list = []
@@ -93,7 +93,7 @@ class LiveMember:
                     raise KafkaException(m.error())
                 out.append(m)
             return len(out) >= n
-        wait_until(enough, f"{n} messages", interval=0)
+        wait_until(enough, message=f"{n} messages", interval=0)
         return out
 
     def close(self) -> None:

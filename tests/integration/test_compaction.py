@@ -27,6 +27,7 @@ from tests.integration.confluent_helpers import (
     read_partition,
     unique_topic,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -61,14 +62,17 @@ def state(messages) -> dict[bytes, list[tuple[int, bytes | None]]]:
     return out
 
 
-def wait_until(bs: str, topic: str, done, what: str):
-    deadline = time.monotonic() + TIMEOUT
-    while True:
-        messages = read_partition(bs, topic)
-        if done(messages):
-            return messages
-        assert time.monotonic() < deadline, f"{what}: {state(messages)}"
-        time.sleep(0.2)
+def read_when(bs: str, topic: str, done, what: str):
+    """Partition 0 from the beginning, read again until ``done`` holds for what is read."""
+    last: list = []
+
+    def read():
+        last[:] = read_partition(bs, topic)
+        return done(last) and (list(last),)  # truthy even when nothing was read
+
+    (messages,) = wait_until(read, timeout=TIMEOUT, interval=0.2,
+                             message=lambda: f"{what}; partition now: {state(last)}")
+    return messages
 
 
 def test_a_consumer_from_the_beginning_sees_the_latest_value_per_key(cleaning_broker):
@@ -98,7 +102,7 @@ def test_a_consumer_from_the_beginning_sees_the_latest_value_per_key(cleaning_br
         s = state(messages)
         return all(s.get(k) == [latest[k]] for k in KEYS)
 
-    messages = wait_until(bs, topic, compacted, "the cleaner did not compact the updated keys")
+    messages = read_when(bs, topic, compacted, "the cleaner to compact the updated keys")
     # Offsets are the producer's: every record read is at the offset it was written to.
     assert all(offset_of[(m.key(), m.value())] == m.offset() for m in messages)
     offsets = [m.offset() for m in messages]
@@ -112,7 +116,7 @@ def test_a_consumer_from_the_beginning_sees_the_latest_value_per_key(cleaning_br
     res = ConfigResource(ResourceType.TOPIC, topic, incremental_configs=[
         ConfigEntry("delete.retention.ms", "100", incremental_operation=AlterConfigOpType.SET)])
     a.incremental_alter_configs([res], request_timeout=TIMEOUT)[res].result(TIMEOUT)
-    messages = wait_until(bs, topic, lambda ms: b"k3" not in state(ms), "the tombstone of k3 stayed")
+    messages = read_when(bs, topic, lambda ms: b"k3" not in state(ms), "the cleaner to remove tombstoned k3")
     s = state(messages)
     assert all(s[k] == [latest[k]] for k in KEYS if k != b"k3")
     assert all(offset_of[(m.key(), m.value())] == m.offset() for m in messages)
@@ -143,8 +147,8 @@ def test_a_compacted_log_reads_the_same_after_kill_9_and_restart(tmp_path):
         for r in range(40):
             produce(p, topic, [Rec(b"filler", b"f%d" % r, [], now_ms())])
         latest = {k: b"%s=%d" % (k, ROUNDS - 1) for k in KEYS}
-        before = wait_until(bs, topic, lambda ms: all(len(state(ms).get(k, [])) == 1 for k in KEYS),
-                            "the cleaner did not compact")
+        before = read_when(bs, topic, lambda ms: all(len(state(ms).get(k, [])) == 1 for k in KEYS),
+                           "the cleaner to compact")
         assert {k: v[0][1] for k, v in state(before).items() if k in latest} == latest
         b.kill()  # SIGKILL: no clean shutdown
         b = BrokerProcess(data, port=b.port, overrides={"log.cleaner.backoff.ms": "200"}).start()

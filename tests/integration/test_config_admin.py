@@ -41,6 +41,7 @@ from tests.integration.confluent_helpers import (
     producer,
     unique_topic,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -175,15 +176,17 @@ def test_max_message_bytes_raised_at_runtime_on_every_broker(cluster):
         assert rep.error is not None and rep.error.code() == KafkaError.MSG_SIZE_TOO_LARGE
     alter(bs, topic_resource(topic, **{"max.message.bytes": "100000"}))
     # Every broker applies the change when the notification reaches it (no restart).
-    deadline = time.monotonic() + TIMEOUT
     accepted: set[int] = set()
-    while accepted != {0, 1, 2}:
-        assert time.monotonic() < deadline, f"only partitions {accepted} accept the batch"
+
+    def all_accept() -> bool:
         for part in sorted({0, 1, 2} - accepted):
             (rep,) = produce(p, topic, big, partition=part)
             if rep.error is None:
                 accepted.add(part)
-        time.sleep(0.05)
+        return accepted == {0, 1, 2}
+
+    wait_until(all_accept, timeout=TIMEOUT, interval=0.05,
+               message=lambda: f"every partition to accept the batch; only partitions {accepted} do")
     assert describe(bs, topic)["max.message.bytes"].value == "100000"
 
 
@@ -199,13 +202,8 @@ def test_retention_ms_lowered_at_runtime_deletes_old_segments(cluster):
         time.sleep(0.6)  # three retention checks: an hour's retention keeps everything
         assert c.get_watermark_offsets(tp, timeout=TIMEOUT) == (0, 20)
         incremental(bs, topic, op("retention.ms", "100", AlterConfigOpType.SET))
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            low, high = c.get_watermark_offsets(tp, timeout=TIMEOUT)
-            if low > 0:
-                break
-            assert time.monotonic() < deadline, "retention.ms=100 deleted nothing"
-            time.sleep(0.1)
+        low, high = wait_until(lambda: (w := c.get_watermark_offsets(tp, timeout=TIMEOUT))[0] > 0 and w,
+                               timeout=TIMEOUT, message="retention.ms=100 to delete old segments")
         assert high == 20 and low <= 20
     finally:
         c.close()
@@ -310,13 +308,8 @@ def test_a_change_made_through_one_process_reaches_a_broker_in_another(zookeeper
         (rep,) = produce(p, topic, big, partition=0)
         assert rep.error is not None and rep.error.code() == KafkaError.MSG_SIZE_TOO_LARGE
         incremental(first.bootstrap, topic, op("max.message.bytes", "100000", AlterConfigOpType.SET))
-        deadline = time.monotonic() + TIMEOUT
-        while True:
-            (rep,) = produce(p, topic, big, partition=0)
-            if rep.error is None:
-                break
-            assert time.monotonic() < deadline, "the second process never applied the change"
-            time.sleep(0.05)
+        wait_until(lambda: produce(p, topic, big, partition=0)[0].error is None,
+                   timeout=TIMEOUT, interval=0.05, message="the second process to apply the change")
         assert describe(second.bootstrap, topic)["max.message.bytes"].value == "100000"
     finally:
         for b in procs:

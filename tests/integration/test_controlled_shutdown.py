@@ -11,12 +11,12 @@ from __future__ import annotations
 
 import re
 import signal
-import time
 import uuid
 
 import pytest
 
 from tests.integration.cluster_helpers import ZkCluster, metadata
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -83,10 +83,12 @@ def test_sigterm_moves_leadership_off_the_broker_before_it_exits(zk3, stopped_is
     for node in others:
         zk3.wait_leader(topic, 0, others[0], min_epoch=before[0][1] + 1)
         zk3.wait_leader(topic, 1, others[1], min_epoch=before[1][1] + 1)
-        deadline = time.monotonic() + 30
-        while any(victim in isr for _l, _e, isr in state(zk3.port(node), topic).values()):
-            assert time.monotonic() < deadline, state(zk3.port(node), topic)
-            time.sleep(0.05)
+
+        def victim_left_the_isrs(node: int = node) -> bool:
+            return not any(victim in isr for _l, _e, isr in state(zk3.port(node), topic).values())
+
+        wait_until(victim_left_the_isrs, timeout=30, interval=0.05,
+                   message=lambda node=node: f"{victim} out of the ISRs: {state(zk3.port(node), topic)}")
         after = state(zk3.port(node), topic)
         assert after[0][0] == others[0] and after[1][0] == others[1] and after[2][0] == others[0]
         assert state(zk3.port(node), elsewhere) == before_elsewhere

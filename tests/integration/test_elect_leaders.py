@@ -23,6 +23,7 @@ from refka.protocol import ErrorCode
 from refka.protocol.messages.elect_leaders import ElectLeaders
 from tests.brokers import BrokerProcess
 from tests.integration.cluster_helpers import TIMEOUT, Raw, ZkCluster, metadata
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -42,17 +43,6 @@ def elect(bootstrap: str, election_type: ElectionType, partitions) -> dict[tuple
 def leaders(port: int, topic: str) -> dict[int, tuple[int, int, list[int]]]:
     (t,) = metadata(port, topic).topics
     return {p.partition_index: (p.leader_id, p.leader_epoch, list(p.isr_nodes)) for p in t.partitions}
-
-
-def wait_until(what, timeout: float = TIMEOUT, step: float = 0.05):
-    deadline = time.monotonic() + timeout
-    while True:
-        v = what()
-        if v:
-            return v
-        if time.monotonic() > deadline:
-            return v
-        time.sleep(step)
 
 
 def new_topic(prefix: str) -> str:
@@ -166,14 +156,20 @@ def test_preferred_replica_out_of_the_isr_is_not_available_then_elected_once_bac
     zk3.procs[0].stop()
     _, epoch1 = zk3.wait_leader(topic, 0, 1, min_epoch=epoch0 + 1)
     zk3.procs[0].start()
-    isr_has_0 = wait_until(lambda: 0 in leaders(zk3.port(1), topic)[0][2], timeout=1.0)
-    if not isr_has_0:
+
+    def isr_has_0() -> bool:
+        return 0 in leaders(zk3.port(1), topic)[0][2]
+
+    try:
+        wait_until(isr_has_0, timeout=1.0, interval=0.05, message="broker 0 back in the ISR")
+    except AssertionError:  # not yet: the preferred replica is not available
         got = elect(zk3.bootstrap, ElectionType.PREFERRED, [TopicPartition(topic, 0)])
         assert got == {(topic, 0): KafkaError.PREFERRED_LEADER_NOT_AVAILABLE}
         # Back in the ISR needs follower fetching (replication); wait for it a while.
-        isr_has_0 = wait_until(lambda: 0 in leaders(zk3.port(1), topic)[0][2], timeout=10.0)
-    if not isr_has_0:
-        pytest.skip("broker 0 never rejoined the ISR (needs replication's ISR expansion)")
+        try:
+            wait_until(isr_has_0, timeout=10.0, interval=0.05, message="broker 0 back in the ISR")
+        except AssertionError:
+            pytest.skip("broker 0 never rejoined the ISR (needs replication's ISR expansion)")
     got = elect(zk3.bootstrap, ElectionType.PREFERRED, [TopicPartition(topic, 0)])
     assert got == {(topic, 0): 0}
     leader, epoch, _isr = leaders(zk3.port(2), topic)[0]
@@ -187,7 +183,8 @@ def test_unclean_election_of_a_replica_out_of_the_isr(zk3):
     zk3.create_topic(topic, [[0, 1]])
     _, e0 = zk3.wait_leader(topic, 0, 0)
     zk3.procs[1].stop()
-    assert wait_until(lambda: leaders(zk3.port(2), topic)[0][2] == [0])
+    wait_until(lambda: leaders(zk3.port(2), topic)[0][2] == [0], timeout=TIMEOUT, interval=0.05,
+               message="ISR [0] once broker 1 stopped")
     zk3.procs[0].stop()
     _, e_off = zk3.wait_leader(topic, 0, -1, min_epoch=e0 + 1)
     zk3.procs[1].start()

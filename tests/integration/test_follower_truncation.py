@@ -22,7 +22,8 @@ import structlog
 from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
-from tests.integration.cluster_helpers import TIMEOUT, InProcessCluster, wait_until
+from tests.integration.cluster_helpers import TIMEOUT, InProcessCluster
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -53,13 +54,15 @@ def test_restarted_old_leader_truncates_its_divergent_tail_with_offsets_for_lead
         admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[0, 1]],
                                       config={"min.insync.replicas": "1"})],
                             operation_timeout=TIMEOUT)[topic].result(TIMEOUT)
-        wait_until("broker 0 leads with ISR [0, 1]", lambda: c.on_loop(
-            lambda: (p := c.partition(0, topic)) is not None and p.is_leader and sorted(p.state.isr) == [0, 1]))
+        wait_until(lambda: c.on_loop(
+            lambda: (p := c.partition(0, topic)) is not None and p.is_leader and sorted(p.state.isr) == [0, 1]),
+            message="broker 0 leads with ISR [0, 1]", ignoring=(Exception,))
 
         produce(c.bootstrap, topic, [b"common-%d" % i for i in range(30)], acks="all")
         common = c.on_loop(lambda: c.partition(0, topic).log.log_end_offset)
-        wait_until("broker 1 caught up", lambda: c.on_loop(
-            lambda: c.partition(1, topic).log.log_end_offset == common))
+        wait_until(lambda: c.on_loop(
+            lambda: c.partition(1, topic).log.log_end_offset == common),
+            message="broker 1 caught up", ignoring=(Exception,))
         old_epoch = c.on_loop(lambda: c.partition(0, topic).state.leader_epoch)
 
         # Broker 1 stops fetching; broker 0 takes records only it has, then stops.
@@ -69,18 +72,20 @@ def test_restarted_old_leader_truncates_its_divergent_tail_with_offsets_for_lead
         assert tail_end > common
         c.stop_broker(0)
 
-        wait_until("broker 1 leads at a new epoch", lambda: c.on_loop(
-            lambda: (p := c.partition(1, topic)).is_leader and p.state.leader_epoch > old_epoch))
+        wait_until(lambda: c.on_loop(
+            lambda: (p := c.partition(1, topic)).is_leader and p.state.leader_epoch > old_epoch),
+            message="broker 1 leads at a new epoch", ignoring=(Exception,))
         produce(c.bootstrap, topic, [b"new-%d" % i for i in range(25)], acks="all")
         leader_end = c.on_loop(lambda: c.partition(1, topic).log.log_end_offset)
         assert leader_end > tail_end  # without truncation broker 0 could not just fetch on
 
         with structlog.testing.capture_logs() as logs:
             c.start_broker(0)
-            wait_until("broker 0's log is the leader's and it is in the ISR", lambda: c.on_loop(
+            wait_until(lambda: c.on_loop(
                 lambda: (f := c.partition(0, topic)) is not None and not f.is_leader
                 and f.log.log_end_offset == c.partition(1, topic).log.log_end_offset
-                and 0 in c.partition(1, topic).state.isr))
+                and 0 in c.partition(1, topic).state.isr),
+                message="broker 0's log is the leader's and it is in the ISR", ignoring=(Exception,))
             truncations = [e for e in logs if e["event"] == "follower_truncated" and e.get("broker") == 0]
 
         # One truncation, before any fetch: to where broker 1's log left the old epoch.
@@ -114,11 +119,13 @@ def test_followers_fetch_in_incremental_sessions(tmp_path):
             return [s for s in b0.fetch_sessions.sessions.values()
                     if {sp.topic for sp in s.partitions.values()} == {topic}]
 
-        (session,) = wait_until("the follower's session", lambda: c.on_loop(lambda: (
-            (s := leader_sessions()) and s[0].epoch > 2 and len(s[0].partitions) == 4 and s)))
+        (session,) = wait_until(lambda: c.on_loop(lambda: (
+            (s := leader_sessions()) and s[0].epoch > 2 and len(s[0].partitions) == 4 and s)),
+            message="the follower's session", ignoring=(Exception,))
         ends = c.on_loop(lambda: {i: c.partition(1, topic, i).log.log_end_offset for i in range(4)})
         assert sum(ends.values()) == 50
-        wait_until("the session at the follower's log ends", lambda: c.on_loop(
-            lambda: {sp.partition: sp.fetch_offset for sp in session.partitions.values()} == ends))
+        wait_until(lambda: c.on_loop(
+            lambda: {sp.partition: sp.fetch_offset for sp in session.partitions.values()} == ends),
+            message="the session at the follower's log ends", ignoring=(Exception,))
     finally:
         c.close()

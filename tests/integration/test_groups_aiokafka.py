@@ -17,11 +17,11 @@ from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.structs import OffsetAndMetadata
 
 from tests.brokers import BrokerProcess
+from tests.waiting import wait_until_async
 
 pytestmark = pytest.mark.integration
 
 PARTITIONS = 6
-TIMEOUT = 60.0  # only against hangs
 
 
 @pytest.fixture(scope="module")
@@ -85,17 +85,6 @@ class Member:
         await self.consumer.stop()  # LeaveGroup
 
 
-async def until(pred, what: str) -> None:
-    async def go() -> None:
-        while not pred():
-            await asyncio.sleep(0.05)
-
-    try:
-        await asyncio.wait_for(go(), TIMEOUT)
-    except TimeoutError:
-        raise AssertionError(f"{what} did not happen") from None
-
-
 async def test_two_members_commit_stop_and_new_members_resume(group_broker):
     bootstrap = group_broker.bootstrap
     topic = f"aio-grp-{uuid.uuid4().hex[:8]}"
@@ -111,9 +100,10 @@ async def test_two_members_commit_stop_and_new_members_resume(group_broker):
     a = await Member(bootstrap, topic, group).start()
     b = await Member(bootstrap, topic, group).start()
     try:
-        await until(lambda: len(a.assignment()) == 3 and len(b.assignment()) == 3, "three partitions each")
-        await until(lambda: {**a.committed, **b.committed} == dict.fromkeys(range(PARTITIONS), 10),
-                    "the first 60 records consumed and committed")
+        await wait_until_async(lambda: len(a.assignment()) == 3 and len(b.assignment()) == 3,
+                               message="three partitions each")
+        await wait_until_async(lambda: {**a.committed, **b.committed} == dict.fromkeys(range(PARTITIONS), 10),
+                               message="the first 60 records consumed and committed")
     finally:
         await a.stop()
         await b.stop()
@@ -131,8 +121,10 @@ async def test_two_members_commit_stop_and_new_members_resume(group_broker):
     c = await Member(bootstrap, topic, group).start()
     d = await Member(bootstrap, topic, group).start()
     try:
-        await until(lambda: len(c.values()) + len(d.values()) >= 30, "the 30 new records consumed")
-        await until(lambda: c.assignment() and d.assignment(), "both new members own partitions")
+        await wait_until_async(lambda: len(c.values()) + len(d.values()) >= 30,
+                               message="the 30 new records consumed")
+        await wait_until_async(lambda: c.assignment() and d.assignment(),
+                               message="both new members own partitions")
     finally:
         await c.stop()
         await d.stop()

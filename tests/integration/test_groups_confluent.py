@@ -26,8 +26,8 @@ from tests.integration.group_helpers import (
     all_processed,
     check_delivery,
     ck_member,
-    wait_until,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -75,8 +75,8 @@ def test_three_members_share_then_survivors_take_over_a_closed_and_a_killed_memb
         # Spread over all three: two partitions each, every partition owned once.
         wait_until(lambda: sorted(len(m.assignment) for m in members) == [2, 2, 2]
                    and set().union(*(m.assignment for m in members)) == set(range(PARTITIONS)),
-                   "the partitions spread over the three members")
-        wait_until(lambda: all_processed(members, counts), "first round consumed")
+                   message="the partitions spread over the three members")
+        wait_until(lambda: all_processed(members, counts), message="first round consumed")
 
         produce_round(bootstrap, topic, 50, "b", counts)
         closing, killed, survivor = members
@@ -84,12 +84,12 @@ def test_three_members_share_then_survivors_take_over_a_closed_and_a_killed_memb
         wait_until(lambda: killed.assignment | survivor.assignment == set(range(PARTITIONS))
                    and not killed.assignment & survivor.assignment
                    and killed.assignment and survivor.assignment,
-                   "the two others took over the closed member's partitions")
+                   message="the two others took over the closed member's partitions")
         killed.kill()  # no LeaveGroup: only its session timeout tells the coordinator
         survivor.wait_for(lambda m: m.assignment == set(range(PARTITIONS)),
                           "the survivor owns every partition after the killed member's session timeout")
         produce_round(bootstrap, topic, 50, "c", counts)
-        wait_until(lambda: all_processed(members, counts), "every round consumed")
+        wait_until(lambda: all_processed(members, counts), message="every round consumed")
         report = check_delivery(members, counts)
         assert report["records"] == PARTITIONS * 150
     finally:
@@ -114,8 +114,8 @@ def test_static_member_restarts_without_a_rebalance(group_broker, tmp_path):
         for m in members:
             m.start()
         wait_until(lambda: sorted(len(m.assignment) for m in members) == [2, 2, 2],
-                   "the partitions spread over the three static members")
-        wait_until(lambda: all_processed(members, counts), "first round consumed")
+                   message="the partitions spread over the three static members")
+        wait_until(lambda: all_processed(members, counts), message="first round consumed")
         before = {m.name: (m.count("assigned"), m.count("revoked")) for m in members}
         owned = members[1].assignment
 
@@ -123,7 +123,7 @@ def test_static_member_restarts_without_a_rebalance(group_broker, tmp_path):
         restarted = member(1, "s1-restarted").start()
         restarted.wait_for(lambda m: m.assignment == owned, "the restarted member got its partitions back")
         produce_round(bootstrap, topic, 20, "b", counts)
-        wait_until(lambda: all_processed([*members, restarted], counts), "second round consumed")
+        wait_until(lambda: all_processed([*members, restarted], counts), message="second round consumed")
 
         # No rebalance: the others were neither revoked nor assigned anything.
         for m in (members[0], members[2]):
@@ -154,7 +154,7 @@ def test_committed_offsets_survive_a_broker_restart(tmp_path):
         c.subscribe([topic])
         got: list[int] = []
         wait_until(lambda: got.extend(m.offset() for m in c.consume(40, 0.5) if not m.error()) or len(got) == 40,
-                   "the first 40 records consumed", interval=0)
+                   message="the first 40 records consumed", interval=0)
         commits = [TopicPartition(topic, 0, 7, metadata="zero", leader_epoch=0),
                    TopicPartition(topic, 1, 13, metadata="one", leader_epoch=0)]
         result = c.commit(offsets=commits, asynchronous=False)
@@ -169,7 +169,7 @@ def test_committed_offsets_survive_a_broker_restart(tmp_path):
         assert p.flush(TIMEOUT) == 0
         late = []
         wait_until(lambda: late.extend(m.value() for m in c.consume(10, 0.5) if not m.error()) or len(late) >= 4,
-                   "records produced after the restart consumed", interval=0)
+                   message="records produced after the restart consumed", interval=0)
         assert sorted(late) == [b"late0", b"late1", b"late2", b"late3"]
         c.close()
 
@@ -185,7 +185,7 @@ def test_committed_offsets_survive_a_broker_restart(tmp_path):
                     first.setdefault(m.partition(), m.offset())
             return len(first) == 2
 
-        wait_until(resumed, "the new member resumed on both partitions", interval=0)
+        wait_until(resumed, message="the new member resumed on both partitions", interval=0)
         assert first == {0: 7, 1: 13}
         fresh.close()
     finally:
@@ -229,7 +229,7 @@ def test_groups_of_a_three_broker_cluster_spread_over_their_coordinators(tmp_pat
             c.subscribe([topic])
             got: list[bytes] = []
             wait_until(lambda c=c, got=got: got.extend(m.value() for m in c.consume(30, 0.5) if not m.error())
-                       or len(got) == 30, f"{group} consumed everything", interval=0)
+                       or len(got) == 30, message=f"{group} consumed everything", interval=0)
             c.commit(asynchronous=False)
             committed = c.committed([TopicPartition(topic, i) for i in range(3)], timeout=TIMEOUT)
             assert [tp.offset for tp in committed] == [10, 10, 10]

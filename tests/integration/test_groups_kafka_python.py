@@ -17,7 +17,8 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
 
 from tests.brokers import BrokerProcess
-from tests.integration.group_helpers import TIMEOUT, wait_until
+from tests.integration.group_helpers import TIMEOUT
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -100,8 +101,9 @@ def test_two_members_commit_close_and_new_members_resume(group_broker):
     a, b = Member(bootstrap, topic, group), Member(bootstrap, topic, group)
     try:
         wait_until(lambda: len(a.assignment()) == 3 and len(b.assignment()) == 3
-                   and a.assignment() | b.assignment() == set(range(PARTITIONS)), "three partitions each")
-        wait_until(lambda: len(a.values()) + len(b.values()) >= 60, "the first 60 records consumed")
+                   and a.assignment() | b.assignment() == set(range(PARTITIONS)),
+                   message="three partitions each")
+        wait_until(lambda: len(a.values()) + len(b.values()) >= 60, message="the first 60 records consumed")
     finally:
         a.close()
         b.close()
@@ -117,8 +119,8 @@ def test_two_members_commit_close_and_new_members_resume(group_broker):
     produce(bootstrap, topic, 30, "second")
     c, d = Member(bootstrap, topic, group), Member(bootstrap, topic, group)
     try:
-        wait_until(lambda: len(c.values()) + len(d.values()) >= 30, "the 30 new records consumed")
-        wait_until(lambda: c.assignment() and d.assignment(), "both restarted members own partitions")
+        wait_until(lambda: len(c.values()) + len(d.values()) >= 30, message="the 30 new records consumed")
+        wait_until(lambda: c.assignment() and d.assignment(), message="both restarted members own partitions")
     finally:
         c.close()
         d.close()

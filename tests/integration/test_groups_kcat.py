@@ -19,7 +19,8 @@ import pytest
 
 from tests.brokers import BrokerProcess
 from tests.integration.confluent_helpers import create_topic, producer
-from tests.integration.group_helpers import TIMEOUT, wait_until
+from tests.integration.group_helpers import TIMEOUT
+from tests.waiting import wait_until
 
 pytestmark = [
     pytest.mark.integration,
@@ -118,8 +119,9 @@ def test_two_balanced_kcats_split_the_topic_commit_and_a_third_resumes(group_bro
     try:
         wait_until(lambda: len(a.assignment()) == 2 and len(b.assignment()) == 2
                    and a.assignment() | b.assignment() == set(range(PARTITIONS)),
-                   "the two kcats split the partitions")
-        wait_until(lambda: sorted(set(a.values()) | set(b.values())) == sorted(first), "every record read")
+                   message="the two kcats split the partitions")
+        wait_until(lambda: sorted(set(a.values()) | set(b.values())) == sorted(first),
+                   message="every record read")
     finally:
         assert a.terminate() == 0, a.stderr
         assert b.terminate() == 0, b.stderr

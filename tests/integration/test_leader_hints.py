@@ -20,7 +20,6 @@ where they must be.
 from __future__ import annotations
 
 import struct
-import time
 import uuid
 from typing import Any
 
@@ -37,6 +36,7 @@ from refka.protocol.messages.produce import Produce
 from refka.protocol.records import build_batch
 from tests.brokers import BrokerProcess
 from tests.integration.cluster_helpers import Raw, ZkCluster
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
 
@@ -323,8 +323,9 @@ def test_hints_disabled_by_config(no_hints):
     admin = AdminClient({"bootstrap.servers": no_hints.bootstrap})
     admin.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[2]])],
                         operation_timeout=TIMEOUT)[topic].result(TIMEOUT)
-    deadline = time.monotonic() + TIMEOUT
-    while True:
+    answered: list[int] = []
+
+    def not_leader() -> Any:
         raw = Raw(no_hints.port)
         try:
             md, _ = raw.call_raw(Metadata, Metadata.Request(
@@ -333,10 +334,11 @@ def test_hints_disabled_by_config(no_hints):
         finally:
             raw.close()
         (p,) = resp.responses[0].partition_responses
-        if p.error_code == NOT_LEADER:
-            break
-        assert time.monotonic() < deadline, f"broker 0 answers {p.error_code}"
-        time.sleep(0.05)
+        answered.append(p.error_code)
+        return p.error_code == NOT_LEADER and (md, resp, body, p)
+
+    md, resp, body, p = wait_until(not_leader, timeout=TIMEOUT, interval=0.05,
+                                   message=lambda: f"NOT_LEADER_OR_FOLLOWER; broker 0 answers {answered[-1:]}")
     assert p.current_leader is None and resp.node_endpoints == []
     assert body.endswith(b"\x00" + b"\x00" + _I32.pack(0) + b"\x00")
     (t,) = md.topics

@@ -21,6 +21,7 @@ from refka.protocol.messages.alter_partition_reassignments import AlterPartition
 from refka.protocol.messages.list_partition_reassignments import ListPartitionReassignments
 from tests.brokers import BrokerProcess
 from tests.integration.cluster_helpers import TIMEOUT, Raw, metadata
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -83,14 +84,6 @@ def partition(port: int, topic: str, p: int = 0):
     return next(x for x in t.partitions if x.partition_index == p)
 
 
-def wait_for(what, timeout: float = TIMEOUT):
-    deadline = time.monotonic() + timeout
-    while not (v := what()):
-        assert time.monotonic() < deadline, "condition not reached"
-        time.sleep(0.05)
-    return v
-
-
 def test_errors(three):
     controller, _ = ports(three)
     topic = create(three, [[0, 1]])
@@ -130,7 +123,8 @@ def test_shrinking_to_replicas_in_the_isr_completes_at_once(three):
     before = partition(controller, topic)
     assert before.leader_id == 2
     assert codes(alter(controller, topic, {0: [0, 1]})) == {(topic, 0): ErrorCode.NONE}
-    p = wait_for(lambda: (x := partition(controller, topic)).replica_nodes == [0, 1] and x)
+    p = wait_until(lambda: (x := partition(controller, topic)).replica_nodes == [0, 1] and x,
+                   message="replicas [0, 1]")
     # The leader was removed: the first target replica in the ISR leads, with a newer epoch.
     assert p.leader_id == 0 and p.leader_epoch > before.leader_epoch
     assert sorted(p.isr_nodes) == [0, 1]
@@ -146,7 +140,8 @@ def test_moving_a_replica_to_another_broker(three):
     assert codes(alter(controller, topic, {0: [1]})) == {(topic, 0): ErrorCode.NONE}
     now = ongoing(controller, topic)
     assert now in ({(topic, 0): ([1, 0], [1], [0])}, {})  # {} if it already completed
-    p = wait_for(lambda: (x := partition(controller, topic)).replica_nodes == [1] and x)
+    p = wait_until(lambda: (x := partition(controller, topic)).replica_nodes == [1] and x,
+                   message="replicas [1]")
     assert p.leader_id == 1 and p.leader_epoch > before.leader_epoch and list(p.isr_nodes) == [1]
     assert (topic, 0) not in ongoing(controller)
 
@@ -177,7 +172,8 @@ def test_kafka_python_admin_moves_a_partition_with_its_records(three):
         listed = admin.list_partition_reassignments([tp])
         # Listed while the new replicas catch up ({} if they already had).
         assert listed in ({tp: {"replicas": [1, 2, 0], "adding_replicas": [1, 2], "removing_replicas": [0]}}, {})
-        p = wait_for(lambda: (x := partition(controller, topic)).replica_nodes == [1, 2] and x)
+        p = wait_until(lambda: (x := partition(controller, topic)).replica_nodes == [1, 2] and x,
+                       message="replicas [1, 2]")
         assert p.leader_id == 1 and p.leader_epoch > before.leader_epoch and sorted(p.isr_nodes) == [1, 2]
         assert admin.list_partition_reassignments([tp]) == {}
         # Nothing in progress any more: a cancellation says so.
@@ -209,7 +205,7 @@ def test_a_leader_that_loses_an_epoch_it_wrote_nothing_in_follows_on(three):
 
     controller, _ = ports(three)
     topic = create(three, [[0, 1, 2]])
-    wait_for(lambda: sorted(partition(controller, topic).isr_nodes) == [0, 1, 2])
+    wait_until(lambda: sorted(partition(controller, topic).isr_nodes) == [0, 1, 2], message="ISR [0, 1, 2]")
     p = Producer({"bootstrap.servers": three.bootstrap, "acks": "all", "linger.ms": 0})
     reports: list = []
     for i in range(20):
@@ -219,7 +215,7 @@ def test_a_leader_that_loses_an_epoch_it_wrote_nothing_in_follows_on(three):
     assert codes(alter(controller, topic, {0: [1, 2, 0]})) == {(topic, 0): ErrorCode.NONE}
     admin = AdminClient({"bootstrap.servers": three.bootstrap})
     admin.elect_leaders(ElectionType.PREFERRED, [CTP(topic, 0)]).result(TIMEOUT)
-    moved = wait_for(lambda: (x := partition(controller, topic)).leader_id == 1 and x)
+    moved = wait_until(lambda: (x := partition(controller, topic)).leader_id == 1 and x, message="leader 1")
     assert moved.leader_epoch >= before.leader_epoch + 2  # the reassignment's bump, then the election's
     for i in range(20):
         p.produce(topic, b"after-%d" % i, partition=0, on_delivery=lambda err, msg: reports.append(err))

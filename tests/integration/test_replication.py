@@ -49,9 +49,9 @@ from tests.integration.cluster_helpers import (
     produce_through_kill,
     stored_batches,
     wait_full_isr,
-    wait_until,
 )
 from tests.integration.confluent_helpers import TIMEOUT, consume_until_eof, consumer, unique_topic
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
@@ -85,8 +85,9 @@ def test_acks_all_records_reach_every_replica_in_a_one_process_cluster(tmp_path)
     with BrokerProcess(data, brokers=3, overrides=FAST) as cluster:
         topic = unique_topic("rf3")
         create_rf3_topic(cluster.bootstrap, topic)
-        meta = wait_until("ISR of 3", lambda: (m := partition_metadata(cluster.bootstrap, topic))
-                          and len(m[0].isr_nodes) == 3 and m)
+        meta = wait_until(lambda: (m := partition_metadata(cluster.bootstrap, topic))
+                          and len(m[0].isr_nodes) == 3 and m,
+                          message="ISR of 3", ignoring=(Exception,))
         p = idempotent_producer(cluster.bootstrap)
         errors: list[KafkaError] = []
         values = [f"v{i}".encode() for i in range(2000)]
@@ -104,7 +105,7 @@ def test_acks_all_records_reach_every_replica_in_a_one_process_cluster(tmp_path)
             want = stored_batches(leader_log)
             return all(stored_batches(log_file(data, b, topic)) == want for b in range(3))
 
-        wait_until("followers' logs equal the leader's", same_logs)
+        wait_until(same_logs, message="followers' logs equal the leader's", ignoring=(Exception,))
         assert stored_batches(leader_log)
         assert len(partition_metadata(cluster.bootstrap, topic)[0].isr_nodes) == 3
 
@@ -195,7 +196,8 @@ def test_acks_all_with_one_live_replica_is_not_enough_replicas(zookeeper, tmp_pa
             if i != keep:
                 b.stop()  # clean shutdown: the controller moves them out of the ISR at once
         alone = cluster.procs[keep].bootstrap
-        wait_until("ISR of 1", lambda: partition_metadata(alone, topic)[0].isr_nodes == [keep])
+        wait_until(lambda: partition_metadata(alone, topic)[0].isr_nodes == [keep],
+                   message="ISR of 1", ignoring=(Exception,))
         reports: list[KafkaError | None] = []
         p = Producer({"bootstrap.servers": alone, "acks": "all", "retries": 0, "linger.ms": 0})
         p.produce(topic, b"refused", partition=0, on_delivery=lambda err, msg: reports.append(err))
@@ -229,7 +231,8 @@ def test_a_stalled_follower_leaves_the_isr_and_rejoins_when_it_catches_up(zookee
         for f in futs.values():
             f.result(TIMEOUT)
         for t in (topic, strict):
-            wait_until("ISR of 3", lambda t=t: len(partition_metadata(cluster.bootstrap, t)[0].isr_nodes) == 3)
+            wait_until(lambda t=t: len(partition_metadata(cluster.bootstrap, t)[0].isr_nodes) == 3,
+                       message="ISR of 3", ignoring=(Exception,))
         others = cluster.bootstrap_without(stalled)
         p = idempotent_producer(others)
         errors: list[KafkaError] = []
@@ -249,16 +252,16 @@ def test_a_stalled_follower_leaves_the_isr_and_rejoins_when_it_catches_up(zookee
             once.produce(strict, b"x", partition=0, on_delivery=lambda err, msg: strict_reports.append(err))
             send(10, "while-stalled")  # acks=all waits until the ISR no longer has it
             assert once.flush(TIMEOUT) == 0
-            wait_until("the stalled follower out of the ISR",
-                       lambda: stalled not in partition_metadata(others, topic)[0].isr_nodes)
+            wait_until(lambda: stalled not in partition_metadata(others, topic)[0].isr_nodes,
+                       message="the stalled follower out of the ISR", ignoring=(Exception,))
             assert partition_metadata(others, topic)[0].leader_id == ctrl
         finally:
             cluster.procs[stalled].proc.send_signal(signal.SIGCONT)
         (err,) = strict_reports
         assert err is not None and err.code() == KafkaError.NOT_ENOUGH_REPLICAS_AFTER_APPEND, err
         send(10, "after")
-        wait_until("the follower back in the ISR",
-                   lambda: stalled in partition_metadata(others, topic)[0].isr_nodes)
+        wait_until(lambda: stalled in partition_metadata(others, topic)[0].isr_nodes,
+                   message="the follower back in the ISR", ignoring=(Exception,))
         assert errors == []
         assert read_all(others, topic, 1)[0] == [f"{t}-{i}".encode() for t in ("while-stalled", "after")
                                                   for i in range(10)]

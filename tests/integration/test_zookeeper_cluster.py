@@ -20,9 +20,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -34,6 +32,7 @@ from refka.controller.znodes import topic_id_to_str
 from refka.protocol import ErrorCode
 from refka.protocol.messages.stop_replica import StopReplica
 from tests.integration.cluster_helpers import TIMEOUT, Raw, ZkCluster, metadata
+from tests.waiting import wait_until
 from tests.zk import ZooKeeperServer, zookeeper_unavailable
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
@@ -78,21 +77,6 @@ def kz(zk3):
 # ---- helpers ---------------------------------------------------------------------------------
 
 
-def wait_for(what: str, probe: Callable[[], Any], timeout: float = TIMEOUT) -> Any:
-    """Poll ``probe`` until it returns something truthy; the timeout only guards against hangs."""
-    deadline = time.monotonic() + timeout
-    last: Any = None
-    while True:
-        try:
-            last = probe()
-        except Exception as e:  # noqa: BLE001 - a broker or znode may be in flux
-            last = e
-        if last and not isinstance(last, Exception):
-            return last
-        assert time.monotonic() < deadline, f"timed out waiting for {what}; last: {last!r}"
-        time.sleep(0.1)
-
-
 def get_json(kz: KazooClient, path: str) -> tuple[dict[str, Any], Any]:
     data, stat = kz.get(path)
     return json.loads(data), stat
@@ -118,8 +102,9 @@ def setup_topic(cluster: ZkCluster, kz: KazooClient) -> str:
     for p, replicas in enumerate(ASSIGNMENT):
         cluster.wait_leader(topic, p, replicas[0])
     # every state znode written, every ISR full
-    wait_for("full ISRs", lambda: (s := states(kz, topic)) and len(s) == 3
-             and all(sorted(v["isr"]) == [0, 1, 2] for v in s.values()))
+    wait_until(lambda: (s := states(kz, topic)) and len(s) == 3
+               and all(sorted(v["isr"]) == [0, 1, 2] for v in s.values()),
+               message="full ISRs", ignoring=(Exception,))
     return topic
 
 
@@ -201,7 +186,8 @@ def test_znodes_match_the_design(zk3, kz):
     admin = AdminClient({"bootstrap.servers": zk3.bootstrap})
     admin.create_partitions([NewPartitions(topic, 4)], operation_timeout=TIMEOUT)[topic].result(TIMEOUT)
 
-    new_doc = wait_for("partition znode 3", lambda: get_json(kz, f"/brokers/topics/{topic}/partitions/3")[0])
+    new_doc = wait_until(lambda: get_json(kz, f"/brokers/topics/{topic}/partitions/3")[0],
+                         message="partition znode 3", ignoring=(Exception,))
     assert new_doc["version"] == 1
     assert new_doc["leaderEpochAfterCreation"] == {str(p): e for p, e in before.items()}
     assert new_doc["leaderEpochBeforeDeletion"] == {}
@@ -211,9 +197,9 @@ def test_znodes_match_the_design(zk3, kz):
     assert tdoc["initial_partition_count"] == 3
     assert len(tdoc["partitions"]) == 4 and sorted(tdoc["partitions"]["3"]) == [0, 1, 2]
     # KIP-253: each old partition's leader epoch bumped by one
-    after = wait_for("partition 3 state and bumped epochs",
-                     lambda: (s := states(kz, topic)) and len(s) == 4
-                     and all(s[p]["leader_epoch"] == before[p] + 1 for p in before) and s)
+    after = wait_until(lambda: (s := states(kz, topic)) and len(s) == 4
+                       and all(s[p]["leader_epoch"] == before[p] + 1 for p in before) and s,
+                       message="partition 3 state and bumped epochs", ignoring=(Exception,))
     assert all(after[p]["leader"] == ASSIGNMENT[p][0] for p in before), "expansion moves no leader"
     assert after[3]["leader"] in (0, 1, 2)
 
@@ -224,7 +210,8 @@ def test_znodes_match_the_design(zk3, kz):
             if t.partition_counts is None or t.partition_counts.undeleted_partition_count != 4:
                 return False
         return True
-    wait_for("undeleted_partition_count 4 on every broker", counts_everywhere)
+    wait_until(counts_everywhere,
+               message="undeleted_partition_count 4 on every broker", ignoring=(Exception,))
 
 
 # ---- 2. controller fail-over ------------------------------------------------------------------
@@ -236,17 +223,18 @@ def kill_controller(zk3: ZkCluster, kz: KazooClient, topic: str) -> dict[str, An
     old_ctl = controller_of(kz)
     old_epoch = controller_epoch(kz)
     survivors = [b for b in range(3) if b != old_ctl]
-    wait_for("Metadata carrying the current controller epoch",
-             lambda: all(md_epochs(zk3.port(b))[0] == old_epoch for b in range(3)))
+    wait_until(lambda: all(md_epochs(zk3.port(b))[0] == old_epoch for b in range(3)),
+               message="Metadata carrying the current controller epoch", ignoring=(Exception,))
     before = states(kz, topic)
 
     zk3.procs[old_ctl].kill(signal.SIGKILL)
 
-    new_ctl = wait_for("a new controller", lambda: kz.exists("/controller") and controller_of(kz) != old_ctl
-                       and controller_of(kz))
+    new_ctl = wait_until(lambda: kz.exists("/controller") and controller_of(kz) != old_ctl
+                         and controller_of(kz),
+                         message="a new controller", ignoring=(Exception,))
     new_epoch = controller_epoch(kz)
-    wait_for("survivors on the new controller epoch",
-             lambda: all(md_epochs(zk3.port(b))[0] == new_epoch for b in survivors))
+    wait_until(lambda: all(md_epochs(zk3.port(b))[0] == new_epoch for b in survivors),
+               message="survivors on the new controller epoch", ignoring=(Exception,))
     return dict(old_ctl=old_ctl, old_epoch=old_epoch, new_ctl=new_ctl, new_epoch=new_epoch,
                 survivors=survivors, before=before)
 
@@ -260,8 +248,8 @@ def test_controller_failover_bumps_controller_epoch(zk3, kz):
     assert int(kz.get("/controller_epoch")[0]) == new_epoch
 
     # Partitions the dead controller led move to survivors; their state znodes carry the new epoch.
-    s = wait_for("leadership off the dead controller",
-                 lambda: (s := states(kz, topic)) and all(v["leader"] != old_ctl for v in s.values()) and s)
+    s = wait_until(lambda: (s := states(kz, topic)) and all(v["leader"] != old_ctl for v in s.values()) and s,
+                   message="leadership off the dead controller", ignoring=(Exception,))
     for p, v in s.items():
         if f["before"][p]["leader"] == old_ctl:
             assert v["controller_epoch"] == new_epoch
@@ -277,7 +265,8 @@ def test_controller_failover_bumps_controller_epoch(zk3, kz):
 
     # A later broadcast (a new topic) carries a larger controller_metadata_epoch, same controller epoch.
     zk3.create_topic(f"zk-after-{uuid.uuid4().hex[:6]}", [survivors])
-    later = wait_for("a later broadcast", lambda: (e := md_epochs(port)) and e[1] > me and e)
+    later = wait_until(lambda: (e := md_epochs(port)) and e[1] > me and e,
+                       message="a later broadcast", ignoring=(Exception,))
     assert later[0] == new_epoch
     for b in survivors:
         assert md_epochs(zk3.port(b))[0] == new_epoch
@@ -302,8 +291,8 @@ def test_failover_removes_the_dead_controller_from_isrs(zk3, kz):
     f = kill_controller(zk3, kz, topic)
     # The failover broadcast is done (survivors serve the new epoch), so its ISR writes are made;
     # well before replica.lag.time.max.ms (30 s) could let a leader shrink an ISR itself.
-    wait_for("leadership off the dead controller",
-             lambda: all(v["leader"] != f["old_ctl"] for v in states(kz, topic).values()))
+    wait_until(lambda: all(v["leader"] != f["old_ctl"] for v in states(kz, topic).values()),
+               message="leadership off the dead controller", ignoring=(Exception,))
     s = states(kz, topic)
     assert all(f["old_ctl"] not in v["isr"] for v in s.values()), s
 
@@ -322,14 +311,15 @@ def test_session_expiry_of_a_follower_and_rejoin(zk3, kz):
     os.kill(pid, signal.SIGSTOP)
     try:
         # The session expires after ~4 s without heartbeats: the registration goes.
-        wait_for(f"/brokers/ids/{victim} to disappear", lambda: kz.exists(f"/brokers/ids/{victim}") is None)
+        wait_until(lambda: kz.exists(f"/brokers/ids/{victim}") is None,
+                   message=f"/brokers/ids/{victim} to disappear", ignoring=(Exception,))
         assert sorted(int(b) for b in kz.get_children("/brokers/ids")) == sorted({0, 1, 2} - {victim})
 
         # The controller moves leadership off it and shrinks the ISRs.
         def off():
             s = states(kz, topic)
             return all(v["leader"] != victim and victim not in v["isr"] for v in s.values()) and s
-        s = wait_for("leadership and ISRs off the expired broker", off)
+        s = wait_until(off, message="leadership and ISRs off the expired broker", ignoring=(Exception,))
         assert all(v["leader"] in ASSIGNMENT[p] for p, v in s.items())
 
         # Records written while it is away: the returning broker has to catch up to rejoin.
@@ -345,14 +335,14 @@ def test_session_expiry_of_a_follower_and_rejoin(zk3, kz):
     def back():
         st = kz.exists(f"/brokers/ids/{victim}")
         return st is not None and st.ephemeralOwner != old_owner and st
-    st = wait_for(f"/brokers/ids/{victim} to come back", back)
+    st = wait_until(back, message=f"/brokers/ids/{victim} to come back", ignoring=(Exception,))
     assert st.ephemeralOwner != 0
     doc, _ = get_json(kz, f"/brokers/ids/{victim}")
     assert doc["rack"] == f"zone-{victim}" and doc["port"] == zk3.port(victim)
 
     # With replication it rejoins every ISR.
-    wait_for("the broker back in every ISR",
-             lambda: all(victim in v["isr"] for v in states(kz, topic).values()), timeout=45)
+    wait_until(lambda: all(victim in v["isr"] for v in states(kz, topic).values()),
+               message="the broker back in every ISR", timeout=45, ignoring=(Exception,))
     assert controller_of(kz) == ctl
 
     # Its broker epoch is the new registration's czxid (KIP-380): a controller request

@@ -89,6 +89,7 @@ async def alter_resources(broker, resources, api: str, alter_topic, validate_onl
     twice = duplicates([(r.resource_type, r.resource_name) for r in resources])
     out = []
     for res in resources:
+        msg: str | None
         if (res.resource_type, res.resource_name) in twice:
             code, msg = ErrorCode.INVALID_REQUEST, f"Resource {res.resource_name} is named more than once."
         else:

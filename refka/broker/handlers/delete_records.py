@@ -14,6 +14,8 @@ Version notes:
 
 from __future__ import annotations
 
+from typing import Any
+
 from refka.protocol import ErrorCode
 from refka.protocol.messages.delete_records import DeleteRecords
 
@@ -25,7 +27,7 @@ RTopic = Resp.DeleteRecordsTopicResult
 RPart = RTopic.DeleteRecordsPartitionResult
 
 
-def _delete(broker, topic: str, p) -> RPart:
+def _delete(broker, topic: str, p) -> Any:
     out = RPart(partition_index=p.partition_index, low_watermark=-1, error_code=ErrorCode.NONE)
     part, err = local_leader(broker.replicas, broker.metadata, topic, p.partition_index)
     if part is None:

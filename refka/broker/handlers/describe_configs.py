@@ -75,7 +75,7 @@ def broker_config_entries(broker) -> list[Entry]:
         value = broker.config[name]
         sval = str(value).lower() if isinstance(value, bool) else str(value)
         dval = str(default).lower() if isinstance(default, bool) else str(default)
-        synonyms = []
+        synonyms: list[tuple[str, str | None, int]] = []
         if explicit:
             synonyms.append((name, sval, STATIC_BROKER_CONFIG))
         synonyms.append((name, dval, DEFAULT_CONFIG))

@@ -21,6 +21,8 @@ Version notes:
 
 from __future__ import annotations
 
+from typing import Any
+
 from refka.protocol import ErrorCode
 from refka.protocol.messages.list_offsets import ListOffsets
 
@@ -34,7 +36,7 @@ RPart = RTopic.ListOffsetsPartitionResponse
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
 
 
-def _answer(broker, topic: str, p, v: int) -> RPart:
+def _answer(broker, topic: str, p, v: int) -> Any:
     out = RPart(partition_index=p.partition_index, error_code=ErrorCode.NONE, timestamp=-1, offset=-1, leader_epoch=-1)
     part, err = local_leader(broker.replicas, broker.metadata, topic, p.partition_index, p.current_leader_epoch)
     if part is None:

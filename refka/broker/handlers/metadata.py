@@ -25,6 +25,8 @@ Version notes:
 
 from __future__ import annotations
 
+from typing import Any
+
 from refka.protocol import ErrorCode
 from refka.protocol.messages.metadata import Metadata
 
@@ -43,7 +45,7 @@ NONE = ErrorCode.NONE
 LEADER_NOT_AVAILABLE = ErrorCode.LEADER_NOT_AVAILABLE
 
 
-def _topic_response(t: TopicMeta, live: dict) -> RTopic:
+def _topic_response(t: TopicMeta, live: dict) -> Any:
     parts = []
     for p in sorted(t.partitions.values(), key=lambda p: p.partition):
         ok = p.leader in live

@@ -16,6 +16,8 @@ Version notes:
 
 from __future__ import annotations
 
+from typing import Any
+
 from refka.protocol import ErrorCode
 from refka.protocol.messages.offsets_for_leader_epoch import OffsetForLeaderEpoch
 
@@ -27,7 +29,7 @@ RTopic = Resp.OffsetForLeaderTopicResult
 RPart = RTopic.EpochEndOffset
 
 
-def _answer(broker, topic: str, p) -> RPart:
+def _answer(broker, topic: str, p) -> Any:
     out = RPart(error_code=ErrorCode.NONE, partition=p.partition, leader_epoch=-1, end_offset=-1)
     part, err = local_leader(broker.replicas, broker.metadata, topic, p.partition, p.current_leader_epoch)
     if part is None:

@@ -41,7 +41,11 @@ AlterConfigs = Api(
         ),
         response=struct(
             "AlterConfigsResponse",
-            field("throttle_time_ms", INT32),
+            field(
+                "throttle_time_ms",
+                INT32,
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field(
                 "responses",
                 array(

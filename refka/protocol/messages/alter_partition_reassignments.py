@@ -19,8 +19,13 @@ AlterPartitionReassignments = Api(
         request=struct(
             "AlterPartitionReassignmentsRequest",
             field("timeout_ms", INT32, default=60000, about="How long to wait for the request."),
-            field("allow_replication_factor_change", BOOL, "1+", default=True,
-                  about="False refuses a change of the replica count (KIP-860)."),
+            field(
+                "allow_replication_factor_change",
+                BOOL,
+                "1+",
+                default=True,
+                about="False refuses a change of the replica count (KIP-860).",
+            ),
             field(
                 "topics",
                 array(
@@ -33,8 +38,13 @@ AlterPartitionReassignments = Api(
                                 struct(
                                     "ReassignablePartition",
                                     field("partition_index", INT32),
-                                    field("replicas", array(INT32), nullable="0+", default=None,
-                                          about="The target replicas, or null to cancel."),
+                                    field(
+                                        "replicas",
+                                        array(INT32),
+                                        nullable="0+",
+                                        default=None,
+                                        about="The target replicas, or null to cancel.",
+                                    ),
                                 )
                             ),
                         ),
@@ -44,8 +54,18 @@ AlterPartitionReassignments = Api(
         ),
         response=struct(
             "AlterPartitionReassignmentsResponse",
-            field("throttle_time_ms", INT32),
-            field("allow_replication_factor_change", BOOL, "1+", default=True),
+            field(
+                "throttle_time_ms",
+                INT32,
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
+            field(
+                "allow_replication_factor_change",
+                BOOL,
+                "1+",
+                default=True,
+                about="The request's flag, echoed (v1+).",
+            ),
             field("error_code", INT16, about="A top-level error."),
             field("error_message", STRING, nullable="0+", default=None),
             field(

@@ -33,8 +33,14 @@ ApiVersions = Api(
                         field("max_version", INT16),
                     )
                 ),
+                about="Every API the broker serves, with its version range.",
             ),
-            field("throttle_time_ms", INT32, "1+"),
+            field(
+                "throttle_time_ms",
+                INT32,
+                "1+",
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field(
                 "supported_features",
                 array(
@@ -49,7 +55,14 @@ ApiVersions = Api(
                 tag=0,
                 about="Features supported by the broker (KIP-584).",
             ),
-            field("finalized_features_epoch", INT64, "3+", tag=1, default=-1),
+            field(
+                "finalized_features_epoch",
+                INT64,
+                "3+",
+                tag=1,
+                default=-1,
+                about="The epoch of finalized_features (KIP-584); -1 if none.",
+            ),
             field(
                 "finalized_features",
                 array(
@@ -62,8 +75,16 @@ ApiVersions = Api(
                 ),
                 "3+",
                 tag=2,
+                about="Feature levels the whole cluster has agreed on (KIP-584).",
             ),
-            field("zk_migration_ready", BOOL, "3+", tag=3, default=False),
+            field(
+                "zk_migration_ready",
+                BOOL,
+                "3+",
+                tag=3,
+                default=False,
+                about="KIP-866: a KRaft controller ready to migrate from ZooKeeper; always false.",
+            ),
         ),
     )
 )

@@ -20,7 +20,13 @@ ControlledShutdown = Api(
         request=struct(
             "ControlledShutdownRequest",
             field("broker_id", INT32, about="The broker that is shutting down."),
-            field("broker_epoch", INT64, "2+", default=-1),
+            field(
+                "broker_epoch",
+                INT64,
+                "2+",
+                default=-1,
+                about="The broker's epoch (its registration, KIP-380); -1 if unknown.",
+            ),
         ),
         response=struct(
             "ControlledShutdownResponse",

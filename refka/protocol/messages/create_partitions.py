@@ -31,7 +31,11 @@ CreatePartitions = Api(
                             array(
                                 struct(
                                     "CreatePartitionsAssignment",
-                                    field("broker_ids", array(INT32)),
+                                    field(
+                                        "broker_ids",
+                                        array(INT32),
+                                        about="One new partition's replicas, preferred leader first.",
+                                    ),
                                 )
                             ),
                             nullable="0+",
@@ -40,12 +44,20 @@ CreatePartitions = Api(
                     )
                 ),
             ),
-            field("timeout_ms", INT32),
-            field("validate_only", BOOL),
+            field(
+                "timeout_ms",
+                INT32,
+                about="How long to wait for leaders on the new partitions; 0 answers at once.",
+            ),
+            field("validate_only", BOOL, about="Check the request, change nothing."),
         ),
         response=struct(
             "CreatePartitionsResponse",
-            field("throttle_time_ms", INT32),
+            field(
+                "throttle_time_ms",
+                INT32,
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field(
                 "results",
                 array(

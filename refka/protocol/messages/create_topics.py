@@ -38,7 +38,11 @@ CreateTopics = Api(
                                 struct(
                                     "CreatableReplicaAssignment",
                                     field("partition_index", INT32),
-                                    field("broker_ids", array(INT32)),
+                                    field(
+                                        "broker_ids",
+                                        array(INT32),
+                                        about="The partition's replicas, preferred leader first.",
+                                    ),
                                 )
                             ),
                             about="Manual replica assignment; empty for automatic assignment.",
@@ -52,11 +56,17 @@ CreateTopics = Api(
                                     field("value", STRING, nullable="0+"),
                                 )
                             ),
+                            about="Topic config overrides.",
                         ),
                     )
                 ),
             ),
-            field("timeout_ms", INT32, default=60000),
+            field(
+                "timeout_ms",
+                INT32,
+                default=60000,
+                about="How long to wait for leaders on every new partition; 0 answers at once.",
+            ),
             field(
                 "validate_only",
                 BOOL,
@@ -67,14 +77,21 @@ CreateTopics = Api(
         ),
         response=struct(
             "CreateTopicsResponse",
-            field("throttle_time_ms", INT32, "2+"),
+            field(
+                "throttle_time_ms",
+                INT32,
+                "2+",
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field(
                 "topics",
                 array(
                     struct(
                         "CreatableTopicResult",
                         field("name", STRING),
-                        field("topic_id", UUID, "7+"),
+                        field(
+                            "topic_id", UUID, "7+", about="The topic's ID (KIP-516); all zero when unknown."
+                        ),
                         field("error_code", INT16),
                         field("error_message", STRING, "1+", nullable="0+"),
                         field(
@@ -84,8 +101,20 @@ CreateTopics = Api(
                             tag=0,
                             about="Why configs are missing from this result, if they are.",
                         ),
-                        field("num_partitions", INT32, "5+", default=-1),
-                        field("replication_factor", INT16, "5+", default=-1),
+                        field(
+                            "num_partitions",
+                            INT32,
+                            "5+",
+                            default=-1,
+                            about="The topic's partition count (v5+); -1 on error.",
+                        ),
+                        field(
+                            "replication_factor",
+                            INT16,
+                            "5+",
+                            default=-1,
+                            about="The topic's replica count (v5+); -1 on error.",
+                        ),
                         field(
                             "configs",
                             array(
@@ -93,9 +122,17 @@ CreateTopics = Api(
                                     "CreatableTopicConfigs",
                                     field("name", STRING),
                                     field("value", STRING, nullable="0+"),
-                                    field("read_only", BOOL),
-                                    field("config_source", INT8, default=-1),
-                                    field("is_sensitive", BOOL),
+                                    field("read_only", BOOL, about="True if the config cannot be changed."),
+                                    field(
+                                        "config_source",
+                                        INT8,
+                                        default=-1,
+                                        about="Where the value comes from: 1 topic override, "
+                                        "2-3 dynamic broker, 4 static broker, 5 default.",
+                                    ),
+                                    field(
+                                        "is_sensitive", BOOL, about="True for secrets: their value is null."
+                                    ),
                                 )
                             ),
                             "5+",

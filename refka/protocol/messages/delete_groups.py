@@ -20,7 +20,11 @@ DeleteGroups = Api(
         ),
         response=struct(
             "DeleteGroupsResponse",
-            field("throttle_time_ms", INT32),
+            field(
+                "throttle_time_ms",
+                INT32,
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field(
                 "results",
                 array(

@@ -42,7 +42,11 @@ DeleteRecords = Api(
         ),
         response=struct(
             "DeleteRecordsResponse",
-            field("throttle_time_ms", INT32),
+            field(
+                "throttle_time_ms",
+                INT32,
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field(
                 "topics",
                 array(

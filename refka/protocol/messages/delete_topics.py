@@ -35,14 +35,21 @@ DeleteTopics = Api(
         ),
         response=struct(
             "DeleteTopicsResponse",
-            field("throttle_time_ms", INT32, "1+"),
+            field(
+                "throttle_time_ms",
+                INT32,
+                "1+",
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field(
                 "responses",
                 array(
                     struct(
                         "DeletableTopicResult",
                         field("name", STRING, nullable="6+"),
-                        field("topic_id", UUID, "6+"),
+                        field(
+                            "topic_id", UUID, "6+", about="The topic's ID (KIP-516); all zero when unknown."
+                        ),
                         field("error_code", INT16),
                         field("error_message", STRING, "5+", nullable="5+", default=None),
                     )

@@ -21,7 +21,11 @@ DescribeCluster = Api(
         flexible="0+",
         request=struct(
             "DescribeClusterRequest",
-            field("include_cluster_authorized_operations", BOOL),
+            field(
+                "include_cluster_authorized_operations",
+                BOOL,
+                about="Ask for authorized operations (KIP-430); refka answers them as unknown.",
+            ),
             field(
                 "endpoint_type",
                 INT8,
@@ -29,16 +33,32 @@ DescribeCluster = Api(
                 default=ENDPOINT_TYPE_BROKERS,
                 about="1 brokers, 2 controllers.",
             ),
-            field("include_fenced_brokers", BOOL, "2+", default=False),
+            field(
+                "include_fenced_brokers",
+                BOOL,
+                "2+",
+                default=False,
+                about="Also list fenced brokers (KIP-1073).",
+            ),
         ),
         response=struct(
             "DescribeClusterResponse",
-            field("throttle_time_ms", INT32),
+            field(
+                "throttle_time_ms",
+                INT32,
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field("error_code", INT16),
             field("error_message", STRING, nullable="0+", default=None),
-            field("endpoint_type", INT8, "1+", default=ENDPOINT_TYPE_BROKERS),
+            field(
+                "endpoint_type",
+                INT8,
+                "1+",
+                default=ENDPOINT_TYPE_BROKERS,
+                about="What brokers lists: 1 brokers, 2 controllers.",
+            ),
             field("cluster_id", STRING),
-            field("controller_id", INT32, default=-1),
+            field("controller_id", INT32, default=-1, about="The controller's broker id, or -1 if unknown."),
             field(
                 "brokers",
                 array(
@@ -47,8 +67,20 @@ DescribeCluster = Api(
                         field("broker_id", INT32),
                         field("host", STRING),
                         field("port", INT32),
-                        field("rack", STRING, nullable="0+", default=None),
-                        field("is_fenced", BOOL, "2+", default=False),
+                        field(
+                            "rack",
+                            STRING,
+                            nullable="0+",
+                            default=None,
+                            about="The broker's rack (broker.rack), or null.",
+                        ),
+                        field(
+                            "is_fenced",
+                            BOOL,
+                            "2+",
+                            default=False,
+                            about="True for a fenced broker (KRaft); never in ZooKeeper mode.",
+                        ),
                     )
                 ),
             ),
@@ -56,6 +88,7 @@ DescribeCluster = Api(
                 "cluster_authorized_operations",
                 INT32,
                 default=AUTHORIZED_OPERATIONS_UNKNOWN,
+                about="Bit field of allowed operations (KIP-430); refka answers unknown (-2^31).",
             ),
         ),
     )

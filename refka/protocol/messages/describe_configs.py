@@ -27,8 +27,12 @@ DescribeConfigs = Api(
                 array(
                     struct(
                         "DescribeConfigsResource",
-                        field("resource_type", INT8),
-                        field("resource_name", STRING),
+                        field("resource_type", INT8, about="2 topic, 4 broker, 8 broker logger."),
+                        field(
+                            "resource_name",
+                            STRING,
+                            about='The topic name, or the broker id ("" for the receiving broker).',
+                        ),
                         field(
                             "configuration_keys",
                             array(STRING),
@@ -38,12 +42,28 @@ DescribeConfigs = Api(
                     )
                 ),
             ),
-            field("include_synonyms", BOOL, "1+", default=False),
-            field("include_documentation", BOOL, "3+", default=False),
+            field(
+                "include_synonyms",
+                BOOL,
+                "1+",
+                default=False,
+                about="List each config's value in every source, by precedence.",
+            ),
+            field(
+                "include_documentation",
+                BOOL,
+                "3+",
+                default=False,
+                about="Add each config's documentation (KIP-569).",
+            ),
         ),
         response=struct(
             "DescribeConfigsResponse",
-            field("throttle_time_ms", INT32),
+            field(
+                "throttle_time_ms",
+                INT32,
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field(
                 "results",
                 array(
@@ -60,9 +80,18 @@ DescribeConfigs = Api(
                                     "DescribeConfigsResourceResult",
                                     field("name", STRING),
                                     field("value", STRING, nullable="0+"),
-                                    field("read_only", BOOL),
-                                    field("config_source", INT8, "1+", default=-1),
-                                    field("is_sensitive", BOOL),
+                                    field("read_only", BOOL, about="True if the config cannot be changed."),
+                                    field(
+                                        "config_source",
+                                        INT8,
+                                        "1+",
+                                        default=-1,
+                                        about="Where the value comes from: 1 topic override, "
+                                        "2-3 dynamic broker, 4 static broker, 5 default.",
+                                    ),
+                                    field(
+                                        "is_sensitive", BOOL, about="True for secrets: their value is null."
+                                    ),
                                     field(
                                         "synonyms",
                                         array(
@@ -70,7 +99,12 @@ DescribeConfigs = Api(
                                                 "DescribeConfigsSynonym",
                                                 field("name", STRING),
                                                 field("value", STRING, nullable="0+"),
-                                                field("source", INT8),
+                                                field(
+                                                    "source",
+                                                    INT8,
+                                                    about="Where the value comes from: 1 topic override, "
+                                                    "2-3 dynamic broker, 4 static broker, 5 default.",
+                                                ),
                                             )
                                         ),
                                         "1+",
@@ -84,7 +118,13 @@ DescribeConfigs = Api(
                                         about="0 unknown, 1 boolean, 2 string, 3 int, 4 short, 5 long, "
                                         "6 double, 7 list, 8 class, 9 password.",
                                     ),
-                                    field("documentation", STRING, "3+", nullable="0+"),
+                                    field(
+                                        "documentation",
+                                        STRING,
+                                        "3+",
+                                        nullable="0+",
+                                        about="The config's documentation, or null.",
+                                    ),
                                 )
                             ),
                         ),

@@ -20,11 +20,21 @@ DescribeGroups = Api(
         request=struct(
             "DescribeGroupsRequest",
             field("groups", array(STRING), about="The group ids to describe."),
-            field("include_authorized_operations", BOOL, "3+"),
+            field(
+                "include_authorized_operations",
+                BOOL,
+                "3+",
+                about="Ask for authorized operations (KIP-430); refka answers them as unknown.",
+            ),
         ),
         response=struct(
             "DescribeGroupsResponse",
-            field("throttle_time_ms", INT32, "1+"),
+            field(
+                "throttle_time_ms",
+                INT32,
+                "1+",
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field(
                 "groups",
                 array(
@@ -32,8 +42,16 @@ DescribeGroups = Api(
                         "DescribedGroup",
                         field("error_code", INT16),
                         field("group_id", STRING),
-                        field("group_state", STRING),
-                        field("protocol_type", STRING),
+                        field(
+                            "group_state",
+                            STRING,
+                            about="Empty, PreparingRebalance, CompletingRebalance, Stable or Dead.",
+                        ),
+                        field(
+                            "protocol_type",
+                            STRING,
+                            about='"consumer" for consumer groups, empty for a group without members.',
+                        ),
                         field(
                             "protocol_data", STRING, about="The chosen assignor, when the group is stable."
                         ),
@@ -43,11 +61,30 @@ DescribeGroups = Api(
                                 struct(
                                     "DescribedGroupMember",
                                     field("member_id", STRING),
-                                    field("group_instance_id", STRING, "4+", nullable="4+", default=None),
+                                    field(
+                                        "group_instance_id",
+                                        STRING,
+                                        "4+",
+                                        nullable="4+",
+                                        default=None,
+                                        about="Static membership id (KIP-345), or null for a dynamic member.",
+                                    ),
                                     field("client_id", STRING),
-                                    field("client_host", STRING),
-                                    field("member_metadata", BYTES),
-                                    field("member_assignment", BYTES),
+                                    field(
+                                        "client_host",
+                                        STRING,
+                                        about="The member's address as the coordinator saw it.",
+                                    ),
+                                    field(
+                                        "member_metadata",
+                                        BYTES,
+                                        about="The member's subscription, as sent in JoinGroup.",
+                                    ),
+                                    field(
+                                        "member_assignment",
+                                        BYTES,
+                                        about="The member's assignment, as the leader sent it in SyncGroup.",
+                                    ),
                                 )
                             ),
                         ),
@@ -56,6 +93,7 @@ DescribeGroups = Api(
                             INT32,
                             "3+",
                             default=AUTHORIZED_OPERATIONS_UNKNOWN,
+                            about="Bit field of allowed operations (KIP-430); refka answers unknown (-2^31).",
                         ),
                     )
                 ),

@@ -33,7 +33,11 @@ DescribeLogDirs = Api(
         ),
         response=struct(
             "DescribeLogDirsResponse",
-            field("throttle_time_ms", INT32),
+            field(
+                "throttle_time_ms",
+                INT32,
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field("error_code", INT16, "3+"),
             field(
                 "results",
@@ -72,8 +76,20 @@ DescribeLogDirs = Api(
                                 )
                             ),
                         ),
-                        field("total_bytes", INT64, "4+", default=-1),
-                        field("usable_bytes", INT64, "4+", default=-1),
+                        field(
+                            "total_bytes",
+                            INT64,
+                            "4+",
+                            default=-1,
+                            about="The size of the directory's volume in bytes (KIP-827); -1 if unknown.",
+                        ),
+                        field(
+                            "usable_bytes",
+                            INT64,
+                            "4+",
+                            default=-1,
+                            about="Free bytes on that volume (KIP-827); -1 if unknown.",
+                        ),
                     )
                 ),
             ),

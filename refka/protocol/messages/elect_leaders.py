@@ -20,8 +20,13 @@ ElectLeaders = Api(
         flexible="2+",
         request=struct(
             "ElectLeadersRequest",
-            field("election_type", INT8, "1+", default=ELECTION_PREFERRED,
-                  about="0 preferred, 1 unclean (KIP-460); v0 is always preferred."),
+            field(
+                "election_type",
+                INT8,
+                "1+",
+                default=ELECTION_PREFERRED,
+                about="0 preferred, 1 unclean (KIP-460); v0 is always preferred.",
+            ),
             field(
                 "topic_partitions",
                 array(
@@ -39,7 +44,11 @@ ElectLeaders = Api(
         ),
         response=struct(
             "ElectLeadersResponse",
-            field("throttle_time_ms", INT32),
+            field(
+                "throttle_time_ms",
+                INT32,
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field("error_code", INT16, "1+", about="A top-level error (v1+)."),
             field(
                 "replica_election_results",

@@ -58,8 +58,13 @@ Fetch = Api(
                 "replica_state",
                 struct(
                     "ReplicaState",
-                    field("replica_id", INT32, default=-1),
-                    field("replica_epoch", INT64, default=-1),
+                    field("replica_id", INT32, default=-1, about="The follower's broker id."),
+                    field(
+                        "replica_epoch",
+                        INT64,
+                        default=-1,
+                        about="The follower's broker epoch (its registration); -1 if unknown.",
+                    ),
                 ),
                 "15+",
                 tag=1,
@@ -67,29 +72,80 @@ Fetch = Api(
                 about="The follower's id and broker epoch (KIP-903); absent for a consumer.",
             ),
             field("max_wait_ms", INT32, about="How long to wait for min_bytes."),
-            field("min_bytes", INT32),
-            field("max_bytes", INT32, default=MAX_BYTES_UNLIMITED),
-            field("isolation_level", INT8, default=ISOLATION_READ_UNCOMMITTED),
-            field("session_id", INT32, "7+", default=0),
-            field("session_epoch", INT32, "7+", default=-1),
+            field(
+                "min_bytes",
+                INT32,
+                about="Answer once this many bytes are ready, or when max_wait_ms has passed.",
+            ),
+            field(
+                "max_bytes",
+                INT32,
+                default=MAX_BYTES_UNLIMITED,
+                about="Cap on all records in the answer; a larger first batch still goes (KIP-74).",
+            ),
+            field(
+                "isolation_level",
+                INT8,
+                default=ISOLATION_READ_UNCOMMITTED,
+                about="0 read_uncommitted; 1 read_committed: only below the last stable offset.",
+            ),
+            field(
+                "session_id",
+                INT32,
+                "7+",
+                default=0,
+                about="The fetch session (KIP-227); 0 with epoch 0 asks for a new one.",
+            ),
+            field(
+                "session_epoch",
+                INT32,
+                "7+",
+                default=-1,
+                about="0 opens a session, -1 closes it or fetches without one, else the next in sequence.",
+            ),
             field(
                 "topics",
                 array(
                     struct(
                         "FetchTopic",
                         field("topic", STRING, "0-12"),
-                        field("topic_id", UUID, "13+"),
+                        field("topic_id", UUID, "13+", about="The topic's ID: v13+ name topics by ID only."),
                         field(
                             "partitions",
                             array(
                                 struct(
                                     "FetchPartition",
                                     field("partition", INT32),
-                                    field("current_leader_epoch", INT32, "9+", default=-1),
-                                    field("fetch_offset", INT64),
-                                    field("last_fetched_epoch", INT32, "12+", default=-1),
-                                    field("log_start_offset", INT64, "5+", default=-1),
-                                    field("partition_max_bytes", INT32),
+                                    field(
+                                        "current_leader_epoch",
+                                        INT32,
+                                        "9+",
+                                        default=-1,
+                                        about="The leader epoch the sender knows, for "
+                                        "fencing (KIP-320); -1 skips the check.",
+                                    ),
+                                    field("fetch_offset", INT64, about="The offset to read from."),
+                                    field(
+                                        "last_fetched_epoch",
+                                        INT32,
+                                        "12+",
+                                        default=-1,
+                                        about="The epoch of the fetcher's last record "
+                                        "(KIP-595), to find divergence; -1 none.",
+                                    ),
+                                    field(
+                                        "log_start_offset",
+                                        INT64,
+                                        "5+",
+                                        default=-1,
+                                        about="A follower's own log start offset; -1 from a consumer.",
+                                    ),
+                                    field(
+                                        "partition_max_bytes",
+                                        INT32,
+                                        about="Cap on this partition's records; "
+                                        "a larger first batch still goes.",
+                                    ),
                                     field(
                                         "replica_directory_id",
                                         UUID,
@@ -117,8 +173,8 @@ Fetch = Api(
                     struct(
                         "ForgottenTopic",
                         field("topic", STRING, "7-12"),
-                        field("topic_id", UUID, "13+"),
-                        field("partitions", array(INT32)),
+                        field("topic_id", UUID, "13+", about="The topic's ID: v13+ name topics by ID only."),
+                        field("partitions", array(INT32), about="The partitions to drop."),
                     )
                 ),
                 "7+",
@@ -128,16 +184,26 @@ Fetch = Api(
         ),
         response=struct(
             "FetchResponse",
-            field("throttle_time_ms", INT32),
+            field(
+                "throttle_time_ms",
+                INT32,
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field("error_code", INT16, "7+", about="The fetch session's error."),
-            field("session_id", INT32, "7+", default=0),
+            field(
+                "session_id",
+                INT32,
+                "7+",
+                default=0,
+                about="The fetch session these answers belong to; 0 for none.",
+            ),
             field(
                 "responses",
                 array(
                     struct(
                         "FetchableTopicResponse",
                         field("topic", STRING, "0-12"),
-                        field("topic_id", UUID, "13+"),
+                        field("topic_id", UUID, "13+", about="The topic's ID: v13+ name topics by ID only."),
                         field(
                             "partitions",
                             array(
@@ -145,15 +211,42 @@ Fetch = Api(
                                     "PartitionData",
                                     field("partition_index", INT32),
                                     field("error_code", INT16),
-                                    field("high_watermark", INT64),
-                                    field("last_stable_offset", INT64, default=-1),
-                                    field("log_start_offset", INT64, "5+", default=-1),
+                                    field(
+                                        "high_watermark",
+                                        INT64,
+                                        about="Offset past the last record the full "
+                                        "ISR has; consumers read below it.",
+                                    ),
+                                    field(
+                                        "last_stable_offset",
+                                        INT64,
+                                        default=-1,
+                                        about="Transactions below it are decided; "
+                                        "refka has none: the high watermark.",
+                                    ),
+                                    field(
+                                        "log_start_offset",
+                                        INT64,
+                                        "5+",
+                                        default=-1,
+                                        about="The leader's log start offset: its first readable offset.",
+                                    ),
                                     field(
                                         "diverging_epoch",
                                         struct(
                                             "EpochEndOffset",
-                                            field("epoch", INT32, default=-1),
-                                            field("end_offset", INT64, default=-1),
+                                            field(
+                                                "epoch",
+                                                INT32,
+                                                default=-1,
+                                                about="The largest epoch both logs agree on.",
+                                            ),
+                                            field(
+                                                "end_offset",
+                                                INT64,
+                                                default=-1,
+                                                about="That epoch's end in the leader's log: truncate there.",
+                                            ),
                                         ),
                                         "12+",
                                         tag=0,
@@ -164,8 +257,18 @@ Fetch = Api(
                                         "current_leader",
                                         struct(
                                             "LeaderIdAndEpoch",
-                                            field("leader_id", INT32, default=-1),
-                                            field("leader_epoch", INT32, default=-1),
+                                            field(
+                                                "leader_id",
+                                                INT32,
+                                                default=-1,
+                                                about="The leader's broker id, or -1 if unknown.",
+                                            ),
+                                            field(
+                                                "leader_epoch",
+                                                INT32,
+                                                default=-1,
+                                                about="The leader's epoch, or -1 if unknown.",
+                                            ),
                                         ),
                                         "12+",
                                         tag=1,
@@ -176,8 +279,13 @@ Fetch = Api(
                                         "snapshot_id",
                                         struct(
                                             "SnapshotId",
-                                            field("end_offset", INT64, default=-1),
-                                            field("epoch", INT32, default=-1),
+                                            field(
+                                                "end_offset",
+                                                INT64,
+                                                default=-1,
+                                                about="The snapshot's end offset.",
+                                            ),
+                                            field("epoch", INT32, default=-1, about="The snapshot's epoch."),
                                         ),
                                         "12+",
                                         tag=2,
@@ -189,8 +297,16 @@ Fetch = Api(
                                         array(
                                             struct(
                                                 "AbortedTransaction",
-                                                field("producer_id", INT64),
-                                                field("first_offset", INT64),
+                                                field(
+                                                    "producer_id",
+                                                    INT64,
+                                                    about="The producer whose transaction was aborted.",
+                                                ),
+                                                field(
+                                                    "first_offset",
+                                                    INT64,
+                                                    about="The first offset of the aborted transaction.",
+                                                ),
                                             )
                                         ),
                                         nullable="4+",
@@ -221,7 +337,13 @@ Fetch = Api(
                         field("node_id", INT32),
                         field("host", STRING),
                         field("port", INT32),
-                        field("rack", STRING, nullable="16+", default=None),
+                        field(
+                            "rack",
+                            STRING,
+                            nullable="16+",
+                            default=None,
+                            about="The broker's rack (broker.rack), or null.",
+                        ),
                     )
                 ),
                 "16+",

@@ -27,10 +27,15 @@ FindCoordinator = Api(
         ),
         response=struct(
             "FindCoordinatorResponse",
-            field("throttle_time_ms", INT32, "1+"),
+            field(
+                "throttle_time_ms",
+                INT32,
+                "1+",
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field("error_code", INT16, "0-3"),
             field("error_message", STRING, "1-3", nullable="1-3"),
-            field("node_id", INT32, "0-3"),
+            field("node_id", INT32, "0-3", about="The coordinator's broker id; -1 on error."),
             field("host", STRING, "0-3"),
             field("port", INT32, "0-3"),
             field(
@@ -38,8 +43,8 @@ FindCoordinator = Api(
                 array(
                     struct(
                         "Coordinator",
-                        field("key", STRING),
-                        field("node_id", INT32),
+                        field("key", STRING, about="The key asked for."),
+                        field("node_id", INT32, about="The coordinator's broker id; -1 on error."),
                         field("host", STRING),
                         field("port", INT32),
                         field("error_code", INT16),
@@ -47,6 +52,7 @@ FindCoordinator = Api(
                     )
                 ),
                 "4+",
+                about="v4+: one answer per key asked for.",
             ),
         ),
     )

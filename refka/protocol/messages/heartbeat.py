@@ -18,13 +18,25 @@ Heartbeat = Api(
         request=struct(
             "HeartbeatRequest",
             field("group_id", STRING),
-            field("generation_id", INT32),
+            field("generation_id", INT32, about="The group generation the member joined."),
             field("member_id", STRING),
-            field("group_instance_id", STRING, "3+", nullable="3+", default=None),
+            field(
+                "group_instance_id",
+                STRING,
+                "3+",
+                nullable="3+",
+                default=None,
+                about="Static membership id (KIP-345), or null for a dynamic member.",
+            ),
         ),
         response=struct(
             "HeartbeatResponse",
-            field("throttle_time_ms", INT32, "1+"),
+            field(
+                "throttle_time_ms",
+                INT32,
+                "1+",
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field("error_code", INT16),
         ),
     )

@@ -25,7 +25,11 @@ InitProducerId = Api(
                 nullable="0+",
                 about="Null for an idempotent producer without transactions.",
             ),
-            field("transaction_timeout_ms", INT32),
+            field(
+                "transaction_timeout_ms",
+                INT32,
+                about="How long a transaction may stay open; unused without transactional_id.",
+            ),
             field(
                 "producer_id",
                 INT64,
@@ -33,14 +37,29 @@ InitProducerId = Api(
                 default=-1,
                 about="The producer's current id, or -1 if it has none (KIP-360).",
             ),
-            field("producer_epoch", INT16, "3+", default=-1),
+            field(
+                "producer_epoch",
+                INT16,
+                "3+",
+                default=-1,
+                about="The producer's current epoch, or -1 if it has none (KIP-360).",
+            ),
         ),
         response=struct(
             "InitProducerIdResponse",
-            field("throttle_time_ms", INT32),
+            field(
+                "throttle_time_ms",
+                INT32,
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field("error_code", INT16),
-            field("producer_id", INT64, default=-1),
-            field("producer_epoch", INT16),
+            field(
+                "producer_id",
+                INT64,
+                default=-1,
+                about="The id to stamp on the producer's batches; -1 on error.",
+            ),
+            field("producer_epoch", INT16, about="The epoch to stamp with producer_id; -1 on error."),
         ),
     )
 )

@@ -22,7 +22,11 @@ JoinGroup = Api(
         request=struct(
             "JoinGroupRequest",
             field("group_id", STRING),
-            field("session_timeout_ms", INT32),
+            field(
+                "session_timeout_ms",
+                INT32,
+                about="The member is removed if no heartbeat arrives within this.",
+            ),
             field(
                 "rebalance_timeout_ms",
                 INT32,
@@ -31,7 +35,14 @@ JoinGroup = Api(
                 about="How long the coordinator waits for members to rejoin (KIP-62).",
             ),
             field("member_id", STRING, about="Empty on a member's first join."),
-            field("group_instance_id", STRING, "5+", nullable="5+", default=None),
+            field(
+                "group_instance_id",
+                STRING,
+                "5+",
+                nullable="5+",
+                default=None,
+                about="Static membership id (KIP-345), or null for a dynamic member.",
+            ),
             field("protocol_type", STRING, about='"consumer" for consumer groups.'),
             field(
                 "protocols",
@@ -43,26 +54,63 @@ JoinGroup = Api(
                     )
                 ),
             ),
-            field("reason", STRING, "8+", nullable="8+", default=None),
+            field(
+                "reason",
+                STRING,
+                "8+",
+                nullable="8+",
+                default=None,
+                about="Why the member (re)joins, for the broker's log (KIP-800).",
+            ),
         ),
         response=struct(
             "JoinGroupResponse",
-            field("throttle_time_ms", INT32, "2+"),
+            field(
+                "throttle_time_ms",
+                INT32,
+                "2+",
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field("error_code", INT16),
-            field("generation_id", INT32, default=-1),
-            field("protocol_type", STRING, "7+", nullable="7+", default=None),
+            field(
+                "generation_id",
+                INT32,
+                default=-1,
+                about="The generation this rebalance produced; -1 on error.",
+            ),
+            field(
+                "protocol_type",
+                STRING,
+                "7+",
+                nullable="7+",
+                default=None,
+                about="The group's protocol type (v7+).",
+            ),
             field("protocol_name", STRING, nullable="7+", about="The chosen assignor."),
             field("leader", STRING, about="The leader's member id."),
-            field("skip_assignment", BOOL, "9+", default=False),
-            field("member_id", STRING),
+            field(
+                "skip_assignment",
+                BOOL,
+                "9+",
+                default=False,
+                about="True when the leader must not assign again: a static leader rejoined (KIP-814).",
+            ),
+            field("member_id", STRING, about="This member's id, as assigned by the coordinator."),
             field(
                 "members",
                 array(
                     struct(
                         "JoinGroupResponseMember",
                         field("member_id", STRING),
-                        field("group_instance_id", STRING, "5+", nullable="5+", default=None),
-                        field("metadata", BYTES),
+                        field(
+                            "group_instance_id",
+                            STRING,
+                            "5+",
+                            nullable="5+",
+                            default=None,
+                            about="Static membership id (KIP-345), or null for a dynamic member.",
+                        ),
+                        field("metadata", BYTES, about="That member's subscription."),
                     )
                 ),
                 about="Every member and its subscription; for the leader only.",

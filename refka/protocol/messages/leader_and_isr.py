@@ -32,12 +32,20 @@ def _partition_state():  # type: ignore[no-untyped-def]
         "LeaderAndIsrPartitionState",
         field("topic_name", STRING, "0-1", about="The topic name; only in v0-1."),
         field("partition_index", INT32),
-        field("controller_epoch", INT32),
+        field(
+            "controller_epoch",
+            INT32,
+            about="The epoch of the controller that last chose this partition's leader or ISR.",
+        ),
         field("leader", INT32, about="The broker ID of the leader."),
-        field("leader_epoch", INT32),
+        field(
+            "leader_epoch",
+            INT32,
+            about="The partition's leader epoch: bumped by every leader change, fences stale leaders.",
+        ),
         field("isr", array(INT32), about="The in-sync replica IDs."),
         field("zk_version", INT32, about="Version of the partition state znode (Kafka 3.x: PartitionEpoch)."),
-        field("replicas", array(INT32)),
+        field("replicas", array(INT32), about="Every assigned replica's broker id, preferred leader first."),
         field("adding_replicas", array(INT32), "3+", about="Replicas being added by a reassignment."),
         field("removing_replicas", array(INT32), "3+", about="Replicas being removed by a reassignment."),
         field("is_new", BOOL, "1+", default=False, about="Whether the replica should not exist yet."),
@@ -76,26 +84,48 @@ LeaderAndIsr = Api(
         flexible="4+",
         request=struct(
             "LeaderAndIsrRequest",
-            field("controller_id", INT32),
+            field("controller_id", INT32, about="The sending controller's broker id."),
             field("is_kraft_controller", BOOL, "7+", default=False, about="KIP-866 migration; always false."),
-            field("controller_epoch", INT32),
+            field(
+                "controller_epoch",
+                INT32,
+                about="The sending controller's epoch; a broker "
+                "refuses an older one (STALE_CONTROLLER_EPOCH).",
+            ),
             field("broker_epoch", INT64, "2+", default=-1, about="The receiving broker's epoch."),
             field("type", INT8, "5+", default=TYPE_INCREMENTAL, about="0 incremental, 1 full (KIP-516)."),
-            field("ungrouped_partition_states", array(_partition_state()), "0-1"),
+            field(
+                "ungrouped_partition_states",
+                array(_partition_state()),
+                "0-1",
+                about="v0-1: the partition states, each naming its topic.",
+            ),
             field(
                 "topic_states",
                 array(
                     struct(
                         "LeaderAndIsrTopicState",
                         field("topic_name", STRING),
-                        field("topic_id", UUID, "5+"),
+                        field(
+                            "topic_id", UUID, "5+", about="The topic's ID (KIP-516); all zero when unknown."
+                        ),
                         field("partition_states", array(_partition_state())),
                         field(
                             "partition_counts",
                             struct(
                                 "PartitionCounts",
-                                field("initial_partition_count", INT32),
-                                field("undeleted_partition_count", INT32),
+                                field(
+                                    "initial_partition_count",
+                                    INT32,
+                                    about="refka KIP-253: the partition count at the "
+                                    "topic's creation (linear hashing's base).",
+                                ),
+                                field(
+                                    "undeleted_partition_count",
+                                    INT32,
+                                    about="refka KIP-253: partitions not marked for "
+                                    "deletion, which producers hash keys over.",
+                                ),
                             ),
                             "4+",
                             tag=TAG_PARTITION_COUNTS,
@@ -105,6 +135,7 @@ LeaderAndIsr = Api(
                     )
                 ),
                 "2+",
+                about="v2+: the partition states, by topic.",
             ),
             field(
                 "live_leaders",
@@ -116,6 +147,7 @@ LeaderAndIsr = Api(
                         field("port", INT32),
                     )
                 ),
+                about="The endpoints of the leaders named in the partition states.",
             ),
         ),
         response=struct(
@@ -127,7 +159,7 @@ LeaderAndIsr = Api(
                 array(
                     struct(
                         "LeaderAndIsrTopicError",
-                        field("topic_id", UUID),
+                        field("topic_id", UUID, about="The topic's ID (KIP-516); all zero when unknown."),
                         field("partition_errors", array(_partition_error())),
                     )
                 ),

@@ -18,23 +18,42 @@ LeaveGroup = Api(
         request=struct(
             "LeaveGroupRequest",
             field("group_id", STRING),
-            field("member_id", STRING, "0-2"),
+            field("member_id", STRING, "0-2", about="v0-2: the member leaving."),
             field(
                 "members",
                 array(
                     struct(
                         "MemberIdentity",
                         field("member_id", STRING),
-                        field("group_instance_id", STRING, nullable="0+", default=None),
-                        field("reason", STRING, "5+", nullable="5+", default=None),
+                        field(
+                            "group_instance_id",
+                            STRING,
+                            nullable="0+",
+                            default=None,
+                            about="Static membership id (KIP-345), or null for a dynamic member.",
+                        ),
+                        field(
+                            "reason",
+                            STRING,
+                            "5+",
+                            nullable="5+",
+                            default=None,
+                            about="Why the member leaves, for the broker's log (KIP-800).",
+                        ),
                     )
                 ),
                 "3+",
+                about="v3+: the members leaving (KIP-345).",
             ),
         ),
         response=struct(
             "LeaveGroupResponse",
-            field("throttle_time_ms", INT32, "1+"),
+            field(
+                "throttle_time_ms",
+                INT32,
+                "1+",
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field("error_code", INT16),
             field(
                 "members",
@@ -42,11 +61,17 @@ LeaveGroup = Api(
                     struct(
                         "MemberResponse",
                         field("member_id", STRING),
-                        field("group_instance_id", STRING, nullable="0+"),
+                        field(
+                            "group_instance_id",
+                            STRING,
+                            nullable="0+",
+                            about="Static membership id (KIP-345), or null for a dynamic member.",
+                        ),
                         field("error_code", INT16),
                     )
                 ),
                 "3+",
+                about="v3+: one answer per member named.",
             ),
         ),
     )

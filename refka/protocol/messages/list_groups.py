@@ -22,7 +22,12 @@ ListGroups = Api(
         ),
         response=struct(
             "ListGroupsResponse",
-            field("throttle_time_ms", INT32, "1+"),
+            field(
+                "throttle_time_ms",
+                INT32,
+                "1+",
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field("error_code", INT16),
             field(
                 "groups",
@@ -31,8 +36,8 @@ ListGroups = Api(
                         "ListedGroup",
                         field("group_id", STRING),
                         field("protocol_type", STRING),
-                        field("group_state", STRING, "4+"),
-                        field("group_type", STRING, "5+"),
+                        field("group_state", STRING, "4+", about="The group's state (v4+)."),
+                        field("group_type", STRING, "5+", about='"classic" or "consumer" (KIP-848, v5+).'),
                     )
                 ),
             ),

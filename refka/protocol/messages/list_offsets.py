@@ -44,7 +44,14 @@ ListOffsets = Api(
                                 struct(
                                     "ListOffsetsPartition",
                                     field("partition_index", INT32),
-                                    field("current_leader_epoch", INT32, "4+", default=-1),
+                                    field(
+                                        "current_leader_epoch",
+                                        INT32,
+                                        "4+",
+                                        default=-1,
+                                        about="The leader epoch the sender knows, for "
+                                        "fencing (KIP-320); -1 skips the check.",
+                                    ),
                                     field(
                                         "timestamp",
                                         INT64,
@@ -59,7 +66,12 @@ ListOffsets = Api(
         ),
         response=struct(
             "ListOffsetsResponse",
-            field("throttle_time_ms", INT32, "2+"),
+            field(
+                "throttle_time_ms",
+                INT32,
+                "2+",
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field(
                 "topics",
                 array(
@@ -73,9 +85,25 @@ ListOffsets = Api(
                                     "ListOffsetsPartitionResponse",
                                     field("partition_index", INT32),
                                     field("error_code", INT16),
-                                    field("timestamp", INT64, default=-1),
-                                    field("offset", INT64, default=-1),
-                                    field("leader_epoch", INT32, "4+", default=-1),
+                                    field(
+                                        "timestamp",
+                                        INT64,
+                                        default=-1,
+                                        about="The record's timestamp; -1 for latest/earliest lookups.",
+                                    ),
+                                    field(
+                                        "offset",
+                                        INT64,
+                                        default=-1,
+                                        about="The offset found; -1 when no record qualifies.",
+                                    ),
+                                    field(
+                                        "leader_epoch",
+                                        INT32,
+                                        "4+",
+                                        default=-1,
+                                        about="The leader epoch of the record at offset (KIP-320), or -1.",
+                                    ),
                                 )
                             ),
                         ),

@@ -14,7 +14,7 @@ ListPartitionReassignments = Api(
         flexible="0+",
         request=struct(
             "ListPartitionReassignmentsRequest",
-            field("timeout_ms", INT32, default=60000),
+            field("timeout_ms", INT32, default=60000, about="How long to wait for the request."),
             field(
                 "topics",
                 array(
@@ -31,7 +31,11 @@ ListPartitionReassignments = Api(
         ),
         response=struct(
             "ListPartitionReassignmentsResponse",
-            field("throttle_time_ms", INT32),
+            field(
+                "throttle_time_ms",
+                INT32,
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field("error_code", INT16),
             field("error_message", STRING, nullable="0+", default=None),
             field(
@@ -46,9 +50,19 @@ ListPartitionReassignments = Api(
                                 struct(
                                     "OngoingPartitionReassignment",
                                     field("partition_index", INT32),
-                                    field("replicas", array(INT32), about="Current replicas (target + origin)."),
-                                    field("adding_replicas", array(INT32)),
-                                    field("removing_replicas", array(INT32)),
+                                    field(
+                                        "replicas", array(INT32), about="Current replicas (target + origin)."
+                                    ),
+                                    field(
+                                        "adding_replicas",
+                                        array(INT32),
+                                        about="Replicas the reassignment adds.",
+                                    ),
+                                    field(
+                                        "removing_replicas",
+                                        array(INT32),
+                                        about="Replicas removed once the added ones have caught up.",
+                                    ),
                                 )
                             ),
                         ),

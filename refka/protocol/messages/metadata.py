@@ -31,20 +31,48 @@ Metadata = Api(
                 array(
                     struct(
                         "MetadataRequestTopic",
-                        field("topic_id", UUID, "10+"),
-                        field("name", STRING, nullable="10+"),
+                        field(
+                            "topic_id", UUID, "10+", about="The topic's ID, or all zero when named (v10+)."
+                        ),
+                        field(
+                            "name",
+                            STRING,
+                            nullable="10+",
+                            about="The topic name; null when asked for by ID (v12+).",
+                        ),
                     )
                 ),
                 nullable="1+",
                 about="Topics to describe; null for all (v1+); v0 sends an empty list for all.",
             ),
-            field("allow_auto_topic_creation", BOOL, "4+", default=True),
-            field("include_cluster_authorized_operations", BOOL, "8-10"),
-            field("include_topic_authorized_operations", BOOL, "8+"),
+            field(
+                "allow_auto_topic_creation",
+                BOOL,
+                "4+",
+                default=True,
+                about="Create named topics that do not exist, if auto.create.topics.enable.",
+            ),
+            field(
+                "include_cluster_authorized_operations",
+                BOOL,
+                "8-10",
+                about="Ask for authorized operations (KIP-430); refka answers them as unknown.",
+            ),
+            field(
+                "include_topic_authorized_operations",
+                BOOL,
+                "8+",
+                about="Ask for authorized operations (KIP-430); refka answers them as unknown.",
+            ),
         ),
         response=struct(
             "MetadataResponse",
-            field("throttle_time_ms", INT32, "3+"),
+            field(
+                "throttle_time_ms",
+                INT32,
+                "3+",
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field(
                 "brokers",
                 array(
@@ -53,12 +81,32 @@ Metadata = Api(
                         field("node_id", INT32),
                         field("host", STRING),
                         field("port", INT32),
-                        field("rack", STRING, "1+", nullable="1+", default=None),
+                        field(
+                            "rack",
+                            STRING,
+                            "1+",
+                            nullable="1+",
+                            default=None,
+                            about="The broker's rack (broker.rack), or null.",
+                        ),
                     )
                 ),
             ),
-            field("cluster_id", STRING, "2+", nullable="2+", default=None),
-            field("controller_id", INT32, "1+", default=-1),
+            field(
+                "cluster_id",
+                STRING,
+                "2+",
+                nullable="2+",
+                default=None,
+                about="The cluster's id, or null if unknown.",
+            ),
+            field(
+                "controller_id",
+                INT32,
+                "1+",
+                default=-1,
+                about="The controller's broker id, or -1 if unknown.",
+            ),
             field(
                 "topics",
                 array(
@@ -66,8 +114,15 @@ Metadata = Api(
                         "MetadataResponseTopic",
                         field("error_code", INT16),
                         field("name", STRING, nullable="12+"),
-                        field("topic_id", UUID, "10+"),
-                        field("is_internal", BOOL, "1+"),
+                        field(
+                            "topic_id", UUID, "10+", about="The topic's ID (KIP-516); all zero when unknown."
+                        ),
+                        field(
+                            "is_internal",
+                            BOOL,
+                            "1+",
+                            about="True for Kafka's internal topics (__consumer_offsets).",
+                        ),
                         field(
                             "partitions",
                             array(
@@ -75,11 +130,32 @@ Metadata = Api(
                                     "MetadataResponsePartition",
                                     field("error_code", INT16),
                                     field("partition_index", INT32),
-                                    field("leader_id", INT32),
-                                    field("leader_epoch", INT32, "7+", default=-1),
-                                    field("replica_nodes", array(INT32)),
-                                    field("isr_nodes", array(INT32)),
-                                    field("offline_replicas", array(INT32), "5+"),
+                                    field(
+                                        "leader_id",
+                                        INT32,
+                                        about="The leader's broker id, or -1 if no live leader.",
+                                    ),
+                                    field(
+                                        "leader_epoch",
+                                        INT32,
+                                        "7+",
+                                        default=-1,
+                                        about="The partition's leader epoch (KIP-320); -1 if unknown.",
+                                    ),
+                                    field(
+                                        "replica_nodes",
+                                        array(INT32),
+                                        about="Every assigned replica's broker id, preferred leader first.",
+                                    ),
+                                    field(
+                                        "isr_nodes", array(INT32), about="The in-sync replicas' broker ids."
+                                    ),
+                                    field(
+                                        "offline_replicas",
+                                        array(INT32),
+                                        "5+",
+                                        about="Assigned replicas whose broker or log is offline.",
+                                    ),
                                     field(
                                         "partition_epoch",
                                         INT32,
@@ -96,6 +172,7 @@ Metadata = Api(
                             INT32,
                             "8+",
                             default=AUTHORIZED_OPERATIONS_UNKNOWN,
+                            about="Bit field of allowed operations (KIP-430); refka answers unknown (-2^31).",
                         ),
                         field(
                             "topic_epoch",
@@ -109,8 +186,18 @@ Metadata = Api(
                             "partition_counts",
                             struct(
                                 "PartitionCounts",
-                                field("initial_partition_count", INT32),
-                                field("undeleted_partition_count", INT32),
+                                field(
+                                    "initial_partition_count",
+                                    INT32,
+                                    about="refka KIP-253: the partition count at the "
+                                    "topic's creation (linear hashing's base).",
+                                ),
+                                field(
+                                    "undeleted_partition_count",
+                                    INT32,
+                                    about="refka KIP-253: partitions not marked for "
+                                    "deletion, which producers hash keys over.",
+                                ),
                             ),
                             "9+",
                             tag=TAG_PARTITION_COUNTS,
@@ -125,13 +212,23 @@ Metadata = Api(
                 INT32,
                 "8-10",
                 default=AUTHORIZED_OPERATIONS_UNKNOWN,
+                about="Bit field of allowed operations (KIP-430); refka answers unknown (-2^31).",
             ),
             field(
                 "controller_epochs",
                 struct(
                     "ControllerEpochs",
-                    field("controller_epoch", INT32),
-                    field("controller_metadata_epoch", INT32),
+                    field(
+                        "controller_epoch",
+                        INT32,
+                        about="refka KIP-232: the epoch of the controller whose metadata this is.",
+                    ),
+                    field(
+                        "controller_metadata_epoch",
+                        INT32,
+                        about="refka KIP-232: 0 after an election, +1 per "
+                        "broadcast: orders one controller's metadata.",
+                    ),
                 ),
                 "9+",
                 tag=TAG_EPOCHS,

@@ -33,8 +33,20 @@ OffsetCommit = Api(
                 default=-1,
                 about="The classic group's generation, or the member epoch (KIP-848).",
             ),
-            field("member_id", STRING, "1+"),
-            field("group_instance_id", STRING, "7+", nullable="7+", default=None),
+            field(
+                "member_id",
+                STRING,
+                "1+",
+                about="The committing member; empty for a commit from outside the group.",
+            ),
+            field(
+                "group_instance_id",
+                STRING,
+                "7+",
+                nullable="7+",
+                default=None,
+                about="Static membership id (KIP-345), or null for a dynamic member.",
+            ),
             field(
                 "retention_time_ms",
                 INT64,
@@ -54,9 +66,25 @@ OffsetCommit = Api(
                                 struct(
                                     "OffsetCommitRequestPartition",
                                     field("partition_index", INT32),
-                                    field("committed_offset", INT64),
-                                    field("committed_leader_epoch", INT32, "6+", default=-1),
-                                    field("committed_metadata", STRING, nullable="0+"),
+                                    field(
+                                        "committed_offset",
+                                        INT64,
+                                        about="The next offset to consume (the last one processed + 1).",
+                                    ),
+                                    field(
+                                        "committed_leader_epoch",
+                                        INT32,
+                                        "6+",
+                                        default=-1,
+                                        about="The leader epoch of the last "
+                                        "consumed record (KIP-320), or -1.",
+                                    ),
+                                    field(
+                                        "committed_metadata",
+                                        STRING,
+                                        nullable="0+",
+                                        about="Free text kept with the offset, or null.",
+                                    ),
                                     field(
                                         "topic_epoch",
                                         INT32,
@@ -74,7 +102,12 @@ OffsetCommit = Api(
         ),
         response=struct(
             "OffsetCommitResponse",
-            field("throttle_time_ms", INT32, "3+"),
+            field(
+                "throttle_time_ms",
+                INT32,
+                "3+",
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field(
                 "topics",
                 array(

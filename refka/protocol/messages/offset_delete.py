@@ -36,7 +36,11 @@ OffsetDelete = Api(
         response=struct(
             "OffsetDeleteResponse",
             field("error_code", INT16),
-            field("throttle_time_ms", INT32),
+            field(
+                "throttle_time_ms",
+                INT32,
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field(
                 "topics",
                 array(

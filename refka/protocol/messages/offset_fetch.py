@@ -61,8 +61,21 @@ OffsetFetch = Api(
                     struct(
                         "OffsetFetchRequestGroup",
                         field("group_id", STRING),
-                        field("member_id", STRING, "9+", nullable="9+", default=None),
-                        field("member_epoch", INT32, "9+", default=-1),
+                        field(
+                            "member_id",
+                            STRING,
+                            "9+",
+                            nullable="9+",
+                            default=None,
+                            about="KIP-848: the asking member; null from a classic consumer.",
+                        ),
+                        field(
+                            "member_epoch",
+                            INT32,
+                            "9+",
+                            default=-1,
+                            about="KIP-848: the asking member's epoch; -1 from a classic consumer.",
+                        ),
                         field(
                             "topics",
                             array(
@@ -78,6 +91,7 @@ OffsetFetch = Api(
                     )
                 ),
                 "8+",
+                about="v8+: the groups to fetch offsets for (KIP-709).",
             ),
             field(
                 "require_stable",
@@ -89,7 +103,12 @@ OffsetFetch = Api(
         ),
         response=struct(
             "OffsetFetchResponse",
-            field("throttle_time_ms", INT32, "3+"),
+            field(
+                "throttle_time_ms",
+                INT32,
+                "3+",
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field(
                 "topics",
                 array(
@@ -102,9 +121,24 @@ OffsetFetch = Api(
                                 struct(
                                     "OffsetFetchResponsePartition",
                                     field("partition_index", INT32),
-                                    field("committed_offset", INT64),
-                                    field("committed_leader_epoch", INT32, "5+", default=-1),
-                                    field("metadata", STRING, nullable="0+"),
+                                    field(
+                                        "committed_offset",
+                                        INT64,
+                                        about="The committed offset, or -1 if none.",
+                                    ),
+                                    field(
+                                        "committed_leader_epoch",
+                                        INT32,
+                                        "5+",
+                                        default=-1,
+                                        about="The leader epoch committed with it (KIP-320), or -1.",
+                                    ),
+                                    field(
+                                        "metadata",
+                                        STRING,
+                                        nullable="0+",
+                                        about="The metadata committed with the offset.",
+                                    ),
                                     field("error_code", INT16),
                                     _topic_epoch(),
                                 )
@@ -114,7 +148,7 @@ OffsetFetch = Api(
                 ),
                 "0-7",
             ),
-            field("error_code", INT16, "2-7", default=0),
+            field("error_code", INT16, "2-7", default=0, about="v2-7: an error for the whole group."),
             field(
                 "groups",
                 array(
@@ -133,9 +167,24 @@ OffsetFetch = Api(
                                             struct(
                                                 "OffsetFetchResponsePartitions",
                                                 field("partition_index", INT32),
-                                                field("committed_offset", INT64),
-                                                field("committed_leader_epoch", INT32, default=-1),
-                                                field("metadata", STRING, nullable="0+"),
+                                                field(
+                                                    "committed_offset",
+                                                    INT64,
+                                                    about="The committed offset, or -1 if none.",
+                                                ),
+                                                field(
+                                                    "committed_leader_epoch",
+                                                    INT32,
+                                                    default=-1,
+                                                    about="The leader epoch committed "
+                                                    "with it (KIP-320), or -1.",
+                                                ),
+                                                field(
+                                                    "metadata",
+                                                    STRING,
+                                                    nullable="0+",
+                                                    about="The metadata committed with the offset.",
+                                                ),
                                                 field("error_code", INT16),
                                                 _topic_epoch(),
                                             )
@@ -144,7 +193,7 @@ OffsetFetch = Api(
                                 )
                             ),
                         ),
-                        field("error_code", INT16, default=0),
+                        field("error_code", INT16, default=0, about="An error for the whole group."),
                     )
                 ),
                 "8+",

@@ -60,7 +60,12 @@ OffsetForLeaderEpoch = Api(
         ),
         response=struct(
             "OffsetForLeaderEpochResponse",
-            field("throttle_time_ms", INT32, "2+"),
+            field(
+                "throttle_time_ms",
+                INT32,
+                "2+",
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field(
                 "topics",
                 array(
@@ -81,7 +86,13 @@ OffsetForLeaderEpoch = Api(
                                         default=-1,
                                         about="The largest epoch not above the one asked for.",
                                     ),
-                                    field("end_offset", INT64, default=-1),
+                                    field(
+                                        "end_offset",
+                                        INT64,
+                                        default=-1,
+                                        about="The epoch's end: the next epoch's start, or "
+                                        "the log end for the current one; -1 unknown.",
+                                    ),
                                 )
                             ),
                         ),

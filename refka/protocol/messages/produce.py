@@ -85,25 +85,40 @@ Produce = Api(
                                     "PartitionProduceResponse",
                                     field("index", INT32, about="The partition index."),
                                     field("error_code", INT16),
-                                    field("base_offset", INT64),
+                                    field(
+                                        "base_offset",
+                                        INT64,
+                                        about="The offset given to the batch's first record; -1 on error.",
+                                    ),
                                     field(
                                         "log_append_time_ms",
                                         INT64,
                                         default=-1,
                                         about="Broker time of the append under LogAppendTime, else -1.",
                                     ),
-                                    field("log_start_offset", INT64, "5+", default=-1),
+                                    field(
+                                        "log_start_offset",
+                                        INT64,
+                                        "5+",
+                                        default=-1,
+                                        about="The log start offset after the append; -1 on error.",
+                                    ),
                                     field(
                                         "record_errors",
                                         array(
                                             struct(
                                                 "BatchIndexAndErrorMessage",
-                                                field("batch_index", INT32),
+                                                field(
+                                                    "batch_index",
+                                                    INT32,
+                                                    about="Index in the batch of a record that failed.",
+                                                ),
                                                 field(
                                                     "batch_index_error_message",
                                                     STRING,
                                                     nullable="8+",
                                                     default=None,
+                                                    about="Why that record failed, or null.",
                                                 ),
                                             )
                                         ),
@@ -115,8 +130,18 @@ Produce = Api(
                                         "current_leader",
                                         struct(
                                             "LeaderIdAndEpoch",
-                                            field("leader_id", INT32, default=-1),
-                                            field("leader_epoch", INT32, default=-1),
+                                            field(
+                                                "leader_id",
+                                                INT32,
+                                                default=-1,
+                                                about="The leader's broker id, or -1 if unknown.",
+                                            ),
+                                            field(
+                                                "leader_epoch",
+                                                INT32,
+                                                default=-1,
+                                                about="The leader's epoch, or -1 if unknown.",
+                                            ),
                                         ),
                                         "10+",
                                         tag=0,
@@ -129,7 +154,11 @@ Produce = Api(
                     )
                 ),
             ),
-            field("throttle_time_ms", INT32),
+            field(
+                "throttle_time_ms",
+                INT32,
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field(
                 "node_endpoints",
                 array(
@@ -138,7 +167,13 @@ Produce = Api(
                         field("node_id", INT32),
                         field("host", STRING),
                         field("port", INT32),
-                        field("rack", STRING, nullable="10+", default=None),
+                        field(
+                            "rack",
+                            STRING,
+                            nullable="10+",
+                            default=None,
+                            about="The broker's rack (broker.rack), or null.",
+                        ),
                     )
                 ),
                 "10+",

@@ -18,9 +18,14 @@ StopReplica = Api(
         flexible="2+",
         request=struct(
             "StopReplicaRequest",
-            field("controller_id", INT32),
+            field("controller_id", INT32, about="The sending controller's broker id."),
             field("is_kraft_controller", BOOL, "4+", default=False, about="KIP-866 migration; always false."),
-            field("controller_epoch", INT32),
+            field(
+                "controller_epoch",
+                INT32,
+                about="The sending controller's epoch; a broker "
+                "refuses an older one (STALE_CONTROLLER_EPOCH).",
+            ),
             field("broker_epoch", INT64, "1+", default=-1, about="The receiving broker's epoch."),
             field("delete_partitions", BOOL, "0-2", about="Whether to delete the partitions (v0-2)."),
             field(
@@ -33,6 +38,7 @@ StopReplica = Api(
                     )
                 ),
                 "0",
+                about="v0: the partitions to stop, each naming its topic.",
             ),
             field(
                 "topics",
@@ -44,6 +50,7 @@ StopReplica = Api(
                     )
                 ),
                 "1-2",
+                about="v1-2: the partitions to stop, by topic.",
             ),
             field(
                 "topic_states",
@@ -63,13 +70,18 @@ StopReplica = Api(
                                         default=-1,
                                         about="-2 when the topic is deleted.",
                                     ),
-                                    field("delete_partition", BOOL),
+                                    field(
+                                        "delete_partition",
+                                        BOOL,
+                                        about="Also delete the log; false only stops replicating.",
+                                    ),
                                 )
                             ),
                         ),
                     )
                 ),
                 "3+",
+                about="v3+: per partition, its leader epoch and whether to delete it.",
             ),
         ),
         response=struct(

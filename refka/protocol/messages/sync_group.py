@@ -18,18 +18,39 @@ SyncGroup = Api(
         request=struct(
             "SyncGroupRequest",
             field("group_id", STRING),
-            field("generation_id", INT32),
+            field("generation_id", INT32, about="The group generation the member joined."),
             field("member_id", STRING),
-            field("group_instance_id", STRING, "3+", nullable="3+", default=None),
-            field("protocol_type", STRING, "5+", nullable="5+", default=None),
-            field("protocol_name", STRING, "5+", nullable="5+", default=None),
+            field(
+                "group_instance_id",
+                STRING,
+                "3+",
+                nullable="3+",
+                default=None,
+                about="Static membership id (KIP-345), or null for a dynamic member.",
+            ),
+            field(
+                "protocol_type",
+                STRING,
+                "5+",
+                nullable="5+",
+                default=None,
+                about="The group's protocol type; a mismatch is INCONSISTENT_GROUP_PROTOCOL (v5+).",
+            ),
+            field(
+                "protocol_name",
+                STRING,
+                "5+",
+                nullable="5+",
+                default=None,
+                about="The group's chosen assignor; a mismatch is INCONSISTENT_GROUP_PROTOCOL (v5+).",
+            ),
             field(
                 "assignments",
                 array(
                     struct(
                         "SyncGroupRequestAssignment",
                         field("member_id", STRING),
-                        field("assignment", BYTES),
+                        field("assignment", BYTES, about="That member's assignment."),
                     )
                 ),
                 about="Each member's assignment; from the leader only.",
@@ -37,10 +58,29 @@ SyncGroup = Api(
         ),
         response=struct(
             "SyncGroupResponse",
-            field("throttle_time_ms", INT32, "1+"),
+            field(
+                "throttle_time_ms",
+                INT32,
+                "1+",
+                about="How long a quota held this answer back; refka has no quotas: always 0.",
+            ),
             field("error_code", INT16),
-            field("protocol_type", STRING, "5+", nullable="5+", default=None),
-            field("protocol_name", STRING, "5+", nullable="5+", default=None),
+            field(
+                "protocol_type",
+                STRING,
+                "5+",
+                nullable="5+",
+                default=None,
+                about="The group's protocol type (v5+).",
+            ),
+            field(
+                "protocol_name",
+                STRING,
+                "5+",
+                nullable="5+",
+                default=None,
+                about="The group's chosen assignor (v5+).",
+            ),
             field("assignment", BYTES, about="This member's assignment."),
         ),
     )

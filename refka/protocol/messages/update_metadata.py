@@ -28,13 +28,23 @@ def _partition_state():  # type: ignore[no-untyped-def]
         "UpdateMetadataPartitionState",
         field("topic_name", STRING, "0-4", about="The topic name; only in v0-4."),
         field("partition_index", INT32),
-        field("controller_epoch", INT32),
+        field(
+            "controller_epoch",
+            INT32,
+            about="The epoch of the controller that last chose this partition's leader or ISR.",
+        ),
         field("leader", INT32, about="The leader's broker ID; -1 none, -2 being deleted."),
-        field("leader_epoch", INT32),
-        field("isr", array(INT32)),
+        field(
+            "leader_epoch",
+            INT32,
+            about="The partition's leader epoch: bumped by every leader change, fences stale leaders.",
+        ),
+        field("isr", array(INT32), about="The in-sync replicas' broker ids."),
         field("zk_version", INT32, about="Version of the partition state znode."),
-        field("replicas", array(INT32)),
-        field("offline_replicas", array(INT32), "4+"),
+        field("replicas", array(INT32), about="Every assigned replica's broker id, preferred leader first."),
+        field(
+            "offline_replicas", array(INT32), "4+", about="Assigned replicas whose broker or log is offline."
+        ),
         field(
             "partition_epoch",
             INT32,
@@ -54,19 +64,31 @@ UpdateMetadata = Api(
         flexible="6+",
         request=struct(
             "UpdateMetadataRequest",
-            field("controller_id", INT32),
+            field("controller_id", INT32, about="The sending controller's broker id."),
             field("is_kraft_controller", BOOL, "8+", default=False, about="KIP-866 migration; always false."),
             field("type", INT8, "8+", tag=0, default=0, about="0 unknown, 1 incremental, 2 full (KIP-866)."),
-            field("controller_epoch", INT32),
+            field(
+                "controller_epoch",
+                INT32,
+                about="The sending controller's epoch; a broker "
+                "refuses an older one (STALE_CONTROLLER_EPOCH).",
+            ),
             field("broker_epoch", INT64, "5+", default=-1, about="The receiving broker's epoch."),
-            field("ungrouped_partition_states", array(_partition_state()), "0-4"),
+            field(
+                "ungrouped_partition_states",
+                array(_partition_state()),
+                "0-4",
+                about="v0-4: the partition states, each naming its topic.",
+            ),
             field(
                 "topic_states",
                 array(
                     struct(
                         "UpdateMetadataTopicState",
                         field("topic_name", STRING),
-                        field("topic_id", UUID, "7+"),
+                        field(
+                            "topic_id", UUID, "7+", about="The topic's ID (KIP-516); all zero when unknown."
+                        ),
                         field("partition_states", array(_partition_state())),
                         field(
                             "topic_epoch",
@@ -80,8 +102,18 @@ UpdateMetadata = Api(
                             "partition_counts",
                             struct(
                                 "PartitionCounts",
-                                field("initial_partition_count", INT32),
-                                field("undeleted_partition_count", INT32),
+                                field(
+                                    "initial_partition_count",
+                                    INT32,
+                                    about="refka KIP-253: the partition count at the "
+                                    "topic's creation (linear hashing's base).",
+                                ),
+                                field(
+                                    "undeleted_partition_count",
+                                    INT32,
+                                    about="refka KIP-253: partitions not marked for "
+                                    "deletion, which producers hash keys over.",
+                                ),
                             ),
                             "6+",
                             tag=TAG_PARTITION_COUNTS,
@@ -91,15 +123,16 @@ UpdateMetadata = Api(
                     )
                 ),
                 "5+",
+                about="v5+: the partition states, by topic.",
             ),
             field(
                 "live_brokers",
                 array(
                     struct(
                         "UpdateMetadataBroker",
-                        field("id", INT32),
+                        field("id", INT32, about="The broker's id."),
                         field("v0_host", STRING, "0", about="v0's single endpoint."),
-                        field("v0_port", INT32, "0"),
+                        field("v0_port", INT32, "0", about="The port of v0's single endpoint."),
                         field(
                             "endpoints",
                             array(
@@ -107,15 +140,34 @@ UpdateMetadata = Api(
                                     "UpdateMetadataEndpoint",
                                     field("port", INT32),
                                     field("host", STRING),
-                                    field("listener", STRING, "3+"),
-                                    field("security_protocol", INT16),
+                                    field(
+                                        "listener",
+                                        STRING,
+                                        "3+",
+                                        about="The listener name (v3+; before, "
+                                        "the security protocol's name).",
+                                    ),
+                                    field(
+                                        "security_protocol",
+                                        INT16,
+                                        about="0 PLAINTEXT, 1 SSL, 2 SASL_PLAINTEXT, 3 SASL_SSL.",
+                                    ),
                                 )
                             ),
                             "1+",
+                            about="The broker's listeners (v1+).",
                         ),
-                        field("rack", STRING, "2+", nullable="0+", default=None),
+                        field(
+                            "rack",
+                            STRING,
+                            "2+",
+                            nullable="0+",
+                            default=None,
+                            about="The broker's rack (broker.rack), or null.",
+                        ),
                     )
                 ),
+                about="Every live broker and its endpoints.",
             ),
             field(
                 "controller_metadata_epoch",
