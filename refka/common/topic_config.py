@@ -90,6 +90,8 @@ class Synonym:
 
 @dataclass(frozen=True, slots=True)
 class ConfigKey:
+    """One topic config, as Kafka's ConfigDef.ConfigKey declares it."""
+
     name: str
     type: ConfigType
     default: Value  # LIST: its text
