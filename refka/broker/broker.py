@@ -17,6 +17,7 @@ first UpdateMetadata names it.
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
@@ -74,11 +75,10 @@ class Broker:
 
     async def start_listeners(self) -> None:
         loop = asyncio.get_running_loop()
-        max_frame = self.config["socket.request.max.bytes"]
+        max_frame: int = self.config["socket.request.max.bytes"]
         for ep in self.config.listeners:
             server = await loop.create_server(
-                lambda ep=ep: Connection(self, ep.listener, max_frame),
-                ep.host, ep.port, reuse_address=True
+                functools.partial(Connection, self, ep.listener, max_frame), ep.host, ep.port, reuse_address=True
             )
             self.servers.append(server)
             log.info("listening", broker=self.node_id, listener=str(ep))

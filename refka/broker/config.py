@@ -14,7 +14,42 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from refka.common import Endpoint
+from refka.common import Endpoint, topic_config
+
+# Topic configs whose broker synonym (the most precise one) is a property of refka's
+# broker; its type and default come from the topic-config table. The table's other
+# synonyms (log.retention.hours, log.preallocate, ...) are not read: their topic configs
+# keep the table's defaults, and DescribeConfigs reports them when set.
+TOPIC_CONFIG_SYNONYMS_READ = (
+    "cleanup.policy",
+    "compression.type",
+    "delete.retention.ms",
+    "flush.messages",
+    "index.interval.bytes",
+    "max.compaction.lag.ms",
+    "max.message.bytes",
+    "message.timestamp.type",
+    "min.cleanable.dirty.ratio",
+    "min.compaction.lag.ms",
+    "min.insync.replicas",
+    "retention.bytes",
+    "retention.ms",
+    "segment.bytes",
+    "segment.index.bytes",
+    "segment.ms",
+    "unclean.leader.election.enable",
+)
+_PROPERTY_TYPES: dict[str, type] = {"BOOLEAN": bool, "STRING": str, "LIST": str, "INT": int, "LONG": int,
+                                    "DOUBLE": float}
+
+
+def _topic_config_synonyms() -> dict[str, tuple[type, Any]]:
+    out = {}
+    for name in TOPIC_CONFIG_SYNONYMS_READ:
+        key = topic_config.TOPIC_CONFIGS[name]
+        out[key.synonyms[0].name] = (_PROPERTY_TYPES[key.type], key.default)
+    return out
+
 
 # name -> (type, default). Types: int, bool, str, float, list (comma separated).
 DEFAULTS: dict[str, tuple[type, Any]] = {
@@ -27,29 +62,14 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "zookeeper.session.timeout.ms": (int, 18000),
     "num.partitions": (int, 1),
     "default.replication.factor": (int, 1),
-    "min.insync.replicas": (int, 1),
     "auto.create.topics.enable": (bool, True),
     "delete.topic.enable": (bool, True),
-    "unclean.leader.election.enable": (bool, False),
-    "log.retention.ms": (int, 7 * 24 * 3600 * 1000),
-    "log.retention.bytes": (int, -1),
-    "log.segment.bytes": (int, 1024 * 1024 * 1024),
-    "log.roll.ms": (int, 7 * 24 * 3600 * 1000),
-    "log.index.interval.bytes": (int, 4096),
-    "log.index.size.max.bytes": (int, 10 * 1024 * 1024),
     "log.retention.check.interval.ms": (int, 300_000),
-    "log.message.timestamp.type": (str, "CreateTime"),
-    "log.cleanup.policy": (str, "delete"),
     "log.cleaner.enable": (bool, True),
     "log.cleaner.backoff.ms": (int, 15000),
-    "log.cleaner.delete.retention.ms": (int, 86400000),
-    "log.cleaner.min.cleanable.ratio": (float, 0.5),
-    "log.cleaner.min.compaction.lag.ms": (int, 0),
-    "log.cleaner.max.compaction.lag.ms": (int, 2**63 - 1),
     "log.cleaner.dedupe.buffer.size": (int, 128 * 1024 * 1024),
-    "log.flush.interval.messages": (int, 2**63 - 1),
+    # -1: not set, flush.ms keeps its own default (Kafka's default here is null).
     "log.flush.interval.ms": (int, -1),
-    "message.max.bytes": (int, 1048588),
     "socket.request.max.bytes": (int, 104857600),
     "replica.lag.time.max.ms": (int, 30000),
     "replica.fetch.max.bytes": (int, 1048576),
@@ -76,7 +96,7 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "cluster.id": (str, ""),
     "fetch.max.bytes": (int, 57671680),
     "max.incremental.fetch.session.cache.slots": (int, 1000),
-    "compression.type": (str, "producer"),
+    **_topic_config_synonyms(),
 }
 
 
@@ -187,25 +207,8 @@ class BrokerConfig:
         return [Path(p) for p in str(self.values["log.dirs"]).split(",") if p]
 
     def topic_defaults(self) -> dict[str, str]:
-        """Broker-level defaults of topic configs, in topic-config names."""
-        v = self.values
-        return {
-            "retention.ms": str(v["log.retention.ms"]),
-            "retention.bytes": str(v["log.retention.bytes"]),
-            "segment.bytes": str(v["log.segment.bytes"]),
-            "segment.ms": str(v["log.roll.ms"]),
-            "index.interval.bytes": str(v["log.index.interval.bytes"]),
-            "segment.index.bytes": str(v["log.index.size.max.bytes"]),
-            "message.timestamp.type": str(v["log.message.timestamp.type"]),
-            "cleanup.policy": str(v["log.cleanup.policy"]),
-            "max.message.bytes": str(v["message.max.bytes"]),
-            "min.insync.replicas": str(v["min.insync.replicas"]),
-            "unclean.leader.election.enable": str(v["unclean.leader.election.enable"]).lower(),
-            "flush.messages": str(v["log.flush.interval.messages"]),
-            "flush.ms": str(v["log.flush.interval.ms"] if v["log.flush.interval.ms"] >= 0 else 2**63 - 1),
-            "compression.type": str(v["compression.type"]),
-            "delete.retention.ms": str(v["log.cleaner.delete.retention.ms"]),
-            "min.cleanable.dirty.ratio": str(v["log.cleaner.min.cleanable.ratio"]),
-            "min.compaction.lag.ms": str(v["log.cleaner.min.compaction.lag.ms"]),
-            "max.compaction.lag.ms": str(v["log.cleaner.max.compaction.lag.ms"]),
-        }
+        """Every topic config's broker-level default, in topic-config names (text)."""
+        props = dict(self.values)
+        if props["log.flush.interval.ms"] < 0:
+            del props["log.flush.interval.ms"]  # not set
+        return topic_config.defaults_from_broker(props)

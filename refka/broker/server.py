@@ -151,13 +151,9 @@ def serve(args: argparse.Namespace) -> int:
     data_dir = Path(str(base["log.dirs"]).split(",")[0])
     configs = broker_configs(base, args.brokers, host, port, data_dir)
     zk = base["zookeeper.connect"] or None
-    try:
-        import uvloop
+    import uvloop  # a dependency: the broker's event loop
 
-        runner = uvloop.run
-    except ImportError:  # pragma: no cover - uvloop is a dependency
-        runner = asyncio.run
-    return runner(_serve(configs, args.memory, data_dir, zk, args))  # type: ignore[no-any-return]
+    return uvloop.run(_serve(configs, args.memory, data_dir, zk, args))
 
 
 async def _serve(configs: list[BrokerConfig], memory: bool, data_dir: Path, zk: str | None,

@@ -1,12 +1,14 @@
 """Values that the broker, the controller and the client all name: Kafka's
-``org.apache.kafka.common`` for refka. Imports nothing of refka's.
+``org.apache.kafka.common`` for refka. Imports nothing of refka's but
+``refka.protocol`` (the error codes).
 
 - ``TopicPartition``: ``(topic, partition)``, the key of every per-partition map.
 - ``Endpoint``: one listener of a broker, as configured (``listeners``,
   ``advertised.listeners``) and as registered in ``/brokers/ids/<id>``.
 - ``topic_config``: the one table of topic configs (names, types, defaults,
-  minimums, broker synonyms) that LogConfig, the admin validation and
-  DescribeConfigs derive from.
+  validators, documentation, broker synonyms) and its ``InvalidConfigError``,
+  from which LogConfig, the broker's defaults, the admin validation and
+  DescribeConfigs derive.
 """
 
 from __future__ import annotations

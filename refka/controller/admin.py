@@ -4,7 +4,9 @@ A broker handling CreateTopics / DeleteTopics / CreatePartitions /
 AlterConfigs calls these; the controller sees the znodes change and does the
 rest (leaders, epochs, LeaderAndIsr, UpdateMetadata). Each function validates
 as Kafka does and raises an ``AdminError`` whose ``error_code`` is the
-answer for the client.
+answer for the client; a bad topic config is the topic-config table's
+``InvalidConfigError`` (refka.common.topic_config), which carries its
+``error_code`` (INVALID_CONFIG) the same way.
 
 Also here, for the broker's own lifecycle: ``ensure_cluster`` (persistent
 paths and the cluster id), ``register_broker`` / ``BrokerRegistration`` (the
@@ -34,9 +36,10 @@ from typing import Any
 import structlog
 
 from refka.common import TopicPartition
+from refka.common.topic_config import validate_topic_configs
 from refka.protocol.errors import ErrorCode
 
-from . import topic_config, znodes
+from . import znodes
 from .store import BadVersionError, MetadataStore, NodeExistsError, NoNodeError, SessionState, StoreError
 
 log = structlog.get_logger("refka.controller.admin")
@@ -72,10 +75,6 @@ class InvalidReplicaAssignmentError(AdminError):
     error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
 
 
-class InvalidConfigError(AdminError):
-    error_code = ErrorCode.INVALID_CONFIG
-
-
 class UnknownTopicError(AdminError):
     error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
@@ -86,7 +85,7 @@ class BrokerIdInUseError(AdminError):
     error_code = ErrorCode.UNKNOWN_SERVER_ERROR
 
 
-# ---- names and configs -------------------------------------------------------------------------
+# ---- topic names ---------------------------------------------------------------------------------
 
 
 def validate_topic_name(name: str) -> None:
@@ -105,14 +104,6 @@ def validate_topic_name(name: str) -> None:
 
 def _collision_key(name: str) -> str:
     return name.replace(".", "_")
-
-
-def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, str]:
-    """Known names, valid values (topic_config.py); returns them as strings (as stored)."""
-    try:
-        return topic_config.validate_topic_configs(configs)
-    except topic_config.ConfigError as e:
-        raise InvalidConfigError(str(e)) from None
 
 
 # ---- replica assignment ------------------------------------------------------------------------

@@ -9,6 +9,7 @@ from collections import Counter
 
 import pytest
 
+from refka.common.topic_config import InvalidConfigError
 from refka.controller import admin, znodes
 from refka.controller.store import BadVersionError, EmbeddedStore
 from refka.protocol.errors import ErrorCode
@@ -77,25 +78,6 @@ def test_assignment_errors() -> None:
         assert e.value.error_code == ErrorCode.INVALID_REPLICA_ASSIGNMENT
 
 
-def test_config_validation() -> None:
-    assert admin.validate_topic_configs({"retention.ms": 1000, "cleanup.policy": "compact,delete"}) == {
-        "retention.ms": "1000",
-        "cleanup.policy": "compact,delete",
-    }
-    assert admin.validate_topic_configs({"unclean.leader.election.enable": True}) == {
-        "unclean.leader.election.enable": "true"
-    }
-    for bad in (
-        {"no.such": "1"},
-        {"retention.ms": "soon"},
-        {"compression.type": "bzip"},
-        {"min.insync.replicas": "0"},
-    ):
-        with pytest.raises(admin.InvalidConfigError) as e:
-            admin.validate_topic_configs(bad)
-        assert e.value.error_code == ErrorCode.INVALID_CONFIG
-
-
 async def test_create_topic_writes_config_and_assignment(store) -> None:
     t = await admin.create_topic(
         store, "events", 4, 2, None, {"retention.ms": "5"}, BROKERS, rng=random.Random(1)
@@ -128,8 +110,9 @@ async def test_create_topic_refusals(store) -> None:
         await admin.create_topic(store, "none", 0, 1, None, None, BROKERS)
     with pytest.raises(admin.InvalidReplicaAssignmentError):
         await admin.create_topic(store, "bad", -1, -1, {0: [7]}, None, BROKERS)
-    with pytest.raises(admin.InvalidConfigError):
+    with pytest.raises(InvalidConfigError) as bad_config:
         await admin.create_topic(store, "cfg", 1, 1, None, {"bogus": "1"}, BROKERS)
+    assert bad_config.value.error_code == ErrorCode.INVALID_CONFIG
     assert await admin.list_topics(store) == ["a.b"]
     await admin.delete_topic(store, "a.b")
     with pytest.raises(admin.TopicExistsError, match="marked for deletion"):
@@ -181,6 +164,11 @@ async def test_topic_config_changes_leave_a_notification(store) -> None:
     assert znodes.decode_config_change((await store.get(f"/config/changes/{note}"))[0]) == "topics/c"
     with pytest.raises(admin.UnknownTopicError):
         await admin.set_topic_config(store, "zz", {})
+    # A bad config is refused before anything is written.
+    with pytest.raises(InvalidConfigError, match="segment.ms"):
+        await admin.set_topic_config(store, "c", {"segment.ms": 0})
+    assert await admin.get_topic_config(store, "c") == {"segment.ms": "100"}
+    assert len(await store.get_children("/config/changes")) == 1
 
 
 async def test_register_broker_is_an_ephemeral_owned_by_the_session(store) -> None:

@@ -4,7 +4,7 @@ Behavior:
 - TOPIC resources (type 2): the request's configs *replace* the topic's
   dynamic configs (an override not named goes back to the broker default), as
   Kafka's legacy AlterConfigs does. Validated by the one table of topic
-  configs (controller/topic_config.py): an unknown name or a bad value is
+  configs (refka.common.topic_config): an unknown name or a bad value is
   INVALID_CONFIG; a null value INVALID_REQUEST; a name given twice
   INVALID_REQUEST; an unknown topic UNKNOWN_TOPIC_OR_PARTITION. Written to
   /config/topics/<t> with a /config/changes notification; every broker
@@ -26,10 +26,11 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any
 
-from refka.controller.admin import AdminError, validate_topic_configs
+from refka.common.topic_config import InvalidConfigError, validate_topic_configs
 from refka.protocol import ErrorCode
 from refka.protocol.messages.alter_configs import AlterConfigs
 
+from ..controller_side import AdminError
 from ..registry import handles
 
 Resp = AlterConfigs.Response
@@ -66,7 +67,7 @@ async def write_topic_configs(broker, topic: str, configs: dict[str, str], valid
         validate_topic_configs(configs)
         if not validate_only:
             await broker.controller_side.set_topic_configs(topic, configs)
-    except AdminError as e:
+    except (AdminError, InvalidConfigError) as e:
         return e.error_code, str(e)
     return OK
 
@@ -89,6 +90,7 @@ async def alter_resources(broker, resources, api: str, alter_topic, validate_onl
     twice = duplicates([(r.resource_type, r.resource_name) for r in resources])
     out = []
     for res in resources:
+        code: ErrorCode
         msg: str | None
         if (res.resource_type, res.resource_name) in twice:
             code, msg = ErrorCode.INVALID_REQUEST, f"Resource {res.resource_name} is named more than once."

@@ -24,10 +24,11 @@ from __future__ import annotations
 
 import asyncio
 
-from refka.controller.admin import AdminError
+from refka.common.topic_config import InvalidConfigError
 from refka.protocol import ErrorCode
 from refka.protocol.messages.create_topics import CreateTopics
 
+from ..controller_side import AdminError
 from ..registry import handles
 from .describe_configs import topic_config_entries
 
@@ -62,7 +63,7 @@ async def handle_create_topics(ctx, req):
         try:
             topic_id = await side.create_topic(t.name, num_partitions, rf, assignment, configs,
                                                validate_only=req.validate_only)
-        except AdminError as e:
+        except (AdminError, InvalidConfigError) as e:
             r.error_code, r.error_message = e.error_code, str(e)
             continue
         if assignment:

@@ -1,11 +1,14 @@
 """DescribeConfigs (key 32), v1-v4.
 
 Behavior:
-- TOPIC resources (type 2): every topic config of topic_config.py (or the
-  named keys), value = the topic's override, else the broker's synonym, else
-  Kafka's default; config_source says which (DYNAMIC_TOPIC_CONFIG,
-  STATIC_BROKER_CONFIG, DEFAULT_CONFIG). Overrides are read from the
-  metadata store (/config/topics/<t>). Unknown topic: UNKNOWN_TOPIC_OR_PARTITION.
+- TOPIC resources (type 2): every topic config of the table
+  (refka.common.topic_config, or the named keys), value = the topic's override,
+  else the broker's synonym (its most precise one, as written), else the default;
+  config_source says which (DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG,
+  DEFAULT_CONFIG). The default is the broker's value of the synonym when refka's
+  broker reads it (BrokerConfig.topic_defaults), else the table's. Overrides are
+  read from the metadata store (/config/topics/<t>). Unknown topic:
+  UNKNOWN_TOPIC_OR_PARTITION.
 - BROKER resources (type 4): this broker's properties (name "" or its id);
   another broker's id is INVALID_REQUEST (ask that broker, as with Kafka).
   BROKER_LOGGER (8) is INVALID_REQUEST: log levels are not configurable here.
@@ -20,7 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from refka.controller.topic_config import TOPIC_CONFIGS, broker_default
+from refka.common.topic_config import TOPIC_CONFIGS, to_text
 from refka.protocol import ErrorCode
 from refka.protocol.messages.describe_configs import DescribeConfigs
 
@@ -55,16 +58,16 @@ def topic_config_entries(broker, overrides: dict[str, str]) -> list[Entry]:
     """The effective configs of a topic with these overrides."""
     defaults = broker.config.topic_defaults()
     out = []
-    for name, d in sorted(TOPIC_CONFIGS.items()):
+    for name, key in sorted(TOPIC_CONFIGS.items()):
         synonyms: list[tuple[str, str | None, int]] = []
         if name in overrides:
             synonyms.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
-        if d.broker_synonym and d.broker_synonym in broker.config.raw:
-            synonyms.append((d.broker_synonym, broker.config.raw[d.broker_synonym], STATIC_BROKER_CONFIG))
-        default = broker_default(name, defaults)
-        synonyms.append((d.broker_synonym or name, default, DEFAULT_CONFIG))
+        broker_name = key.synonyms[0].name if key.synonyms else name
+        if key.synonyms and broker_name in broker.config.raw:
+            synonyms.append((broker_name, broker.config.raw[broker_name], STATIC_BROKER_CONFIG))
+        synonyms.append((broker_name, defaults[name], DEFAULT_CONFIG))
         _n, value, source = synonyms[0]
-        out.append(Entry(name, value, source, False, d.type, d.doc, synonyms))
+        out.append(Entry(name, value, source, False, key.type, key.doc, synonyms))
     return out
 
 
@@ -73,8 +76,7 @@ def broker_config_entries(broker) -> list[Entry]:
     for name, (kind, default) in sorted(DEFAULTS.items()):
         explicit = name in broker.config.raw
         value = broker.config[name]
-        sval = str(value).lower() if isinstance(value, bool) else str(value)
-        dval = str(default).lower() if isinstance(default, bool) else str(default)
+        sval, dval = to_text(value), to_text(default)
         synonyms: list[tuple[str, str | None, int]] = []
         if explicit:
             synonyms.append((name, sval, STATIC_BROKER_CONFIG))

@@ -8,7 +8,7 @@ Behavior:
   (cleanup.policy, *.replication.throttled.replicas), starting from the
   override or else the broker's value, an item appended once only, as Kafka
   does; on another type they are INVALID_CONFIG. The result is validated as a
-  whole by controller/topic_config.py (INVALID_CONFIG: unknown name, bad
+  whole by refka.common.topic_config (INVALID_CONFIG: unknown name, bad
   value) and written like AlterConfigs (applied by every broker hosting the
   topic at once). A null value for SET/APPEND/SUBTRACT, a name given twice or
   an unknown operation: INVALID_REQUEST. Unknown topic:
@@ -25,7 +25,7 @@ Version notes:
 
 from __future__ import annotations
 
-from refka.controller.topic_config import TOPIC_CONFIGS, broker_default
+from refka.common.topic_config import TOPIC_CONFIGS, items
 from refka.protocol import ErrorCode
 from refka.protocol.messages.incremental_alter_configs import (
     OP_APPEND,
@@ -42,10 +42,6 @@ Resp = IncrementalAlterConfigs.Response
 RResource = Resp.AlterConfigsResourceResponse
 
 _OP_NAMES = {OP_SET: "set", OP_DELETE: "delete", OP_APPEND: "append", OP_SUBTRACT: "subtract"}
-
-
-def _items(value: str) -> list[str]:
-    return [v.strip() for v in value.split(",") if v.strip()]
 
 
 def apply_ops(configs: dict[str, str], ops, broker_defaults: dict[str, str]) -> Outcome | dict[str, str]:
@@ -66,17 +62,16 @@ def apply_ops(configs: dict[str, str], ops, broker_defaults: dict[str, str]) -> 
         if kind == OP_SET:
             out[name] = value
             continue
-        d = TOPIC_CONFIGS.get(name)
-        if d is None:
+        key = TOPIC_CONFIGS.get(name)
+        if key is None:
             return ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}"
-        if d.type != "LIST":
+        if key.type != "LIST":
             return ErrorCode.INVALID_CONFIG, f"Config value {_OP_NAMES[kind]} is not allowed for config key: {name}"
-        current = out[name] if name in out else (broker_default(name, broker_defaults) or "")
-        old = _items(current)
+        old = items(out[name] if name in out else broker_defaults[name])
         if kind == OP_APPEND:
-            new = old + [v for v in dict.fromkeys(_items(value)) if v not in old]
+            new = old + [v for v in dict.fromkeys(items(value)) if v not in old]
         else:
-            drop = set(_items(value))
+            drop = set(items(value))
             new = [v for v in old if v not in drop]
         out[name] = ",".join(new)
     return out

@@ -43,6 +43,7 @@ Version notes:
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 from refka.protocol import ErrorCode
 from refka.protocol.messages.produce import Produce
@@ -64,12 +65,12 @@ NONE = ErrorCode.NONE
 HINTED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
 
 
-def _error(index: int, code: ErrorCode, message: str | None = None) -> RPart:
+def _error(index: int, code: ErrorCode, message: str | None = None) -> Any:
     return RPart(index=index, error_code=code, base_offset=-1, log_append_time_ms=-1,
                  log_start_offset=-1, error_message=message)
 
 
-def _refused(index: int, e: RecordValidationError) -> RPart:
+def _refused(index: int, e: RecordValidationError) -> Any:
     r = _error(index, e.error_code, e.message)
     if e.record_errors:
         r.record_errors = [RRecordError(batch_index=i, batch_index_error_message=m) for i, m in e.record_errors]
