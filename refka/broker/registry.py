@@ -27,8 +27,9 @@ class Handler:
     max_version: int
     fn: Callable[..., Any]
     is_async: bool
-    # Served only on connections from other brokers (LeaderAndIsr, ...): not
-    # advertised to clients in ApiVersions.
+    # Sent by the controller to brokers (LeaderAndIsr, ...): served before the broker
+    # is ready, as they are what makes it ready. Today they are served on every
+    # connection and advertised in ApiVersions like the others.
     inter_broker: bool = False
 
 

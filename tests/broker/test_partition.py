@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from refka.broker.log import LogConfig, PartitionLog
+from refka.broker.log import PartitionLog
 from refka.broker.partition import Partition, PartitionState
 from refka.protocol import ErrorCode
 from refka.protocol.records import NewRecord, build_batch
@@ -18,20 +18,6 @@ T0 = 1_700_000_000_000
 
 def batch(*values: int) -> bytes:
     return build_batch([NewRecord(None, b"v%d" % v, (), T0) for v in values])
-
-
-@pytest.fixture
-def memory_log():
-    opened = []
-
-    def _open() -> PartitionLog:
-        log = PartitionLog.open(None, LogConfig(), memory=True)
-        opened.append(log)
-        return log
-
-    yield _open
-    for log in opened:
-        log.close()
 
 
 # -- a leader partition ---------------------------------------------------------------------------

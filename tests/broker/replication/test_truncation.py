@@ -3,9 +3,6 @@ without sockets (replication/fetcher.py's truncation_offset)."""
 
 from __future__ import annotations
 
-import pytest
-
-from refka.broker.log import LogConfig, PartitionLog
 from refka.broker.replication.fetcher import truncation_offset
 from refka.protocol.records import NewRecord, build_batch, iter_batches
 
@@ -14,20 +11,6 @@ T0 = 1_700_000_000_000
 
 def batch(*values: int) -> bytes:
     return build_batch([NewRecord(None, b"v%d" % v, (), T0) for v in values])
-
-
-@pytest.fixture
-def memory_log():
-    opened = []
-
-    def _open() -> PartitionLog:
-        log = PartitionLog.open(None, LogConfig(), memory=True)
-        opened.append(log)
-        return log
-
-    yield _open
-    for log in opened:
-        log.close()
 
 
 def test_follower_truncates_its_divergent_tail_and_takes_the_leaders_records(memory_log):
