@@ -268,6 +268,7 @@ class Controller:
             log.warning("controller_fenced", broker=self.broker_id, epoch=self.epoch)
             self._resign()
             self.election.fenced()
+            _fail(event, ErrorCode.NOT_CONTROLLER)  # as Kafka answers on ControllerMovedException
         except ConnectionClosedError:
             _fail(event, ErrorCode.NOT_CONTROLLER)
         except (ConflictingWriteError, StoreError) as e:

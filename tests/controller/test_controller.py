@@ -355,6 +355,16 @@ async def test_a_broker_that_is_not_the_controller_answers_requests_with_not_con
         await cl.stop()
 
 
+async def test_a_request_that_finds_its_controller_fenced_is_answered_not_controller(cluster: Cluster) -> None:
+    await create(cluster, "f", {0: [1, 2]})
+    c = cluster.active
+    # Another controller's election bumped /controller_epoch behind this one's back:
+    # its next write fails the epoch check, and it resigns.
+    await cluster.store.set("/controller_epoch", b"99")
+    answer = await asyncio.wait_for(c.controlled_shutdown(1), 10)
+    assert answer == (ErrorCode.NOT_CONTROLLER, [])
+
+
 async def test_topic_deletion(cluster: Cluster) -> None:
     old = await create(cluster, "gone", {0: [1, 2], 1: [2, 3]})
     cluster.channel.clear()
