@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from refka.controller import admin, znodes
+from refka.controller import store as stores
 from refka.controller.admin import AdminError, InvalidTopicError, TopicExistsError, validate_topic_name
 from refka.controller.channel import ControllerChannel, request_controlled_shutdown
 from refka.controller.controller import Controller
@@ -41,7 +42,6 @@ from refka.controller.store import (
     SessionState,
     StoreError,
     WatchedEvent,
-    ZooKeeperStore,
 )
 from refka.protocol import ErrorCode
 
@@ -72,7 +72,7 @@ CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
 def open_store(zookeeper: str | None, journal_dir: Path | None, session_timeout_ms: int = 18000) -> MetadataStore:
     """The store brokers open their sessions on (not itself started)."""
     if zookeeper:
-        return ZooKeeperStore(zookeeper, session_timeout=session_timeout_ms / 1000)
+        return stores.ZooKeeperStore(zookeeper, session_timeout=session_timeout_ms / 1000)
     return EmbeddedStore(journal_dir)
 
 

@@ -2,10 +2,10 @@
 
 What a broker uses is re-exported here; each module's docstring says what it owns:
 
-- ``store/``: MetadataStore (ZooKeeper's data model): ``EmbeddedStore``, ``ZooKeeperStore``.
+- ``store/``: MetadataStore (ZooKeeper's data model): ``EmbeddedStore``, and
+  ``store.ZooKeeperStore`` (imported on first use).
 - ``znodes``: znode paths and payloads; ``admin``: the writes behind admin
-  requests, broker registration and ISR changes; ``topic_config``,
-  ``producer_ids``.
+  requests, broker registration and ISR changes; ``producer_ids``.
 - ``election``: the ``/controller`` election and the controller epoch.
 - ``controller``: ``Controller``, the event loop and its decisions, with
   ``events`` (the typed events), ``context`` (its view of the cluster),
@@ -29,7 +29,6 @@ from .store import (
     NoNodeError,
     SessionState,
     StoreError,
-    ZooKeeperStore,
 )
 from .znodes import BrokerInfo, PartitionStateZnode
 
@@ -48,7 +47,6 @@ __all__ = [
     "PartitionStateZnode",
     "SessionState",
     "StoreError",
-    "ZooKeeperStore",
     "admin",
     "request_controlled_shutdown",
     "znodes",

@@ -5,8 +5,12 @@
   semantics and the session contract both implementations keep.
 - ``embedded.py``: ``EmbeddedStore``, in-process and journaled (``refka serve``
   without ZooKeeper).
-- ``zookeeper.py``: ``ZooKeeperStore``, kazoo against a real ensemble.
+- ``zookeeper.py``: ``ZooKeeperStore``, kazoo against a real ensemble,
+  imported on first use (``refka.controller.store.ZooKeeperStore``): a broker
+  on the embedded store does not pay for kazoo or the module at start-up.
 """
+
+from typing import Any
 
 from .base import (
     BadArgumentsError,
@@ -30,7 +34,17 @@ from .base import (
     ZnodeStat,
 )
 from .embedded import EmbeddedStore
-from .zookeeper import ZooKeeperStore, split_chroot
+
+_ZOOKEEPER_NAMES = ("ZooKeeperStore", "split_chroot")
+
+
+def __getattr__(name: str) -> Any:
+    if name in _ZOOKEEPER_NAMES:
+        from . import zookeeper
+
+        return getattr(zookeeper, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 __all__ = [
     "BadArgumentsError",
