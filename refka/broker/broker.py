@@ -71,7 +71,7 @@ class Broker:
         """The broker's session with the metadata store (made by the cluster wiring,
         server.py, which starts it): its admin writes, ISR writes and controller."""
         self.controller_side = side
-        self.replicas.replication.isr_writer = side
+        self.replicas.isr.writer = side
 
     async def start_listeners(self) -> None:
         loop = asyncio.get_running_loop()

@@ -291,7 +291,7 @@ class ControllerSide:
     def _hosted(self, topic: str) -> list[Partition]:
         return [p for (t, _i), p in list(self.replicas.partitions.items()) if t == topic]
 
-    # -- the leader's ISR writes (replication.manager.IsrWriter)
+    # -- the leader's ISR writes (replication.isr_manager.IsrWriter)
 
     async def write_isr(self, topic: str, partition: int, state: PartitionState, isr: list[int]) -> int | None:
         new = znodes.PartitionStateZnode(leader=state.leader, leader_epoch=state.leader_epoch, isr=tuple(isr),

@@ -4,7 +4,7 @@ as leader, its followers, high watermark and acks=all wait (Kafka's
 
 - ``state`` is what the last LeaderAndIsr said (``PartitionState``); only the
   replica manager replaces it, and only the leader's own ISR writes change its
-  ``isr`` (replication/manager.py).
+  ``isr`` (replication/isr_manager.py).
 - Produce appends through ``append``; Fetch reads through ``read`` (below the
   high watermark, or to the log end for a follower's fetch).
 - The high watermark follows the ISR rules of replication/isr.py; it moves on

@@ -23,7 +23,8 @@ from .log.cleaner import MAP_ENTRY_BYTES, LogCleaner
 from .logging import get_logger
 from .metadata_cache import MetadataCache
 from .partition import Partition, PartitionState
-from .replication.manager import ReplicationManager
+from .replication.fetcher_manager import ReplicaFetcherManager
+from .replication.isr_manager import IsrManager
 
 log = get_logger("refka.replica_manager")
 
@@ -38,7 +39,8 @@ class ReplicaManager:
         # Topic config overrides of the topics with a partition here (from the store), over
         # the broker's defaults: what each partition log's LogConfig is built from.
         self.topic_configs: dict[str, dict[str, str]] = {}
-        self.replication = ReplicationManager(node_id, config, metadata, spawn, self.partitions)
+        self.isr = IsrManager(node_id, config, spawn, self.partitions)
+        self.fetchers = ReplicaFetcherManager(node_id, config, metadata, spawn, self.isr.broker_epoch)
         # replication-offset-checkpoint as found at start-up: a partition's high watermark
         # starts there (not at its log end: records a leader had not yet committed must not
         # become readable before the ISR has them).
@@ -76,10 +78,11 @@ class ReplicaManager:
             # Records from now on belong to this epoch (the leader-epoch cache, KIP-101).
             p.log.maybe_assign_epoch_start_offset(state.leader_epoch, p.log.log_end_offset)
             p.become_leader(int(time.time() * 1000))
-            self.replication.become_leader(p)
+            self.fetchers.stop_fetching(topic, index)
+            self.isr.leading(p)
         else:
             p.followers = {}
-            self.replication.become_follower(p)
+            self.fetchers.become_follower(p)
         p.wake()
         return p
 
@@ -103,7 +106,7 @@ class ReplicaManager:
 
     def stop_replica(self, topic: str, index: int, delete: bool) -> None:
         p = self.partitions.pop((topic, index), None)
-        self.replication.stop(topic, index)
+        self.fetchers.stop_fetching(topic, index)
         if p is not None:
             self._unhost(p)
         if delete:
@@ -167,7 +170,7 @@ class ReplicaManager:
             cleaner.shutdown()
 
     def close(self) -> None:
-        self.replication.close()
+        self.fetchers.close()
         for p in self.partitions.values():
             p.wake()
         self.logs.write_high_watermarks(self.high_watermarks(), fsync=True)

@@ -66,7 +66,7 @@ def test_restarted_old_leader_truncates_its_divergent_tail_with_offsets_for_lead
         old_epoch = c.on_loop(lambda: c.partition(0, topic).state.leader_epoch)
 
         # Broker 1 stops fetching; broker 0 takes records only it has, then stops.
-        c.on_loop(lambda: c.cluster.broker(1).replicas.replication.stop(topic, 0))
+        c.on_loop(lambda: c.cluster.broker(1).replicas.fetchers.stop_fetching(topic, 0))
         produce(c.bootstrap, topic, [b"tail-%d" % i for i in range(20)], acks="1")
         tail_end = c.on_loop(lambda: c.partition(0, topic).log.log_end_offset)
         assert tail_end > common

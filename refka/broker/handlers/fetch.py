@@ -131,7 +131,7 @@ def _read_partition(broker, sp: SessionPartition, undeleted: int, budget: int, m
     limit = r.hw
     if replica >= 0:
         if now_ms >= 0 and part.on_follower_fetch(replica, offset, now_ms):
-            broker.replicas.replication.maybe_expand_isr(part)
+            broker.replicas.isr.maybe_expand(part)
         r.hw = part.high_watermark
         limit = part.log_end_offset
     if offset >= limit or budget <= 0 and not min_one:

@@ -67,7 +67,7 @@ async def handle_leader_and_isr(ctx, req):
     errors = []
     side = broker.controller_side
     for ll in req.live_leaders:
-        broker.replicas.replication.leader_endpoints[ll.broker_id] = (ll.host_name, ll.port)
+        broker.replicas.fetchers.leader_endpoints[ll.broker_id] = (ll.host_name, ll.port)
     if v >= 5 and req.type == TYPE_FULL:
         named = {(topic, ps.partition_index) for topic, _tid, ps, _c in _states(req, v)}
         for topic, index in broker.replicas.drop_partitions_not_in(named):

@@ -1,8 +1,9 @@
 """Replication between brokers: follower fetchers, ISR and high watermark (Kafka's design).
 
 ``isr.py`` holds the rules (no I/O), ``fetcher.py`` the follower's fetch loop
-per leader broker, ``manager.py`` the per-broker wiring and the leader's ISR
-writes. The leader's side of a follower's fetch is in handlers/fetch.py and
+per leader broker, ``fetcher_manager.py`` which fetcher follows which
+partition (Kafka's ReplicaFetcherManager), ``isr_manager.py`` the leader's ISR
+expansion, shrink and writes. The leader's side of a follower's fetch is in handlers/fetch.py and
 ``partition.Partition.on_follower_fetch``; acks=all in
 ``partition.Partition.wait_for_high_watermark``.
 

@@ -122,7 +122,7 @@ async def test_a_partition_answered_with_an_error_is_named_in_full_again():
     tid = b"\x07" * 16
     p = b.replicas.become_leader_or_follower(
         "t", 0, tid, PartitionState(leader=0, leader_epoch=3, isr=[0, 1], replicas=[0, 1], zk_version=0))
-    fetcher = b.replicas.replication.fetchers[0]
+    fetcher = b.replicas.fetchers.fetchers[0]
     fetcher.stop()
     await asyncio.sleep(0)
     fetcher._version = 13
