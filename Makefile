@@ -10,7 +10,7 @@ STAMP  := $(VENV)/.refka-installed
 TSTAMP := $(VENV)/.refka-test-installed
 JSDIR  := tests/js
 
-.PHONY: run test bench lint system-deps system-deps-test venv install install-test js clean zookeeper api-table
+.PHONY: run test bench fuzz lint system-deps system-deps-test venv install install-test js clean zookeeper api-table
 
 run: install
 	$(VENV)/bin/refka serve $(ARGS)
@@ -23,6 +23,14 @@ bench: install-test
 	$(PY) -m lab.bench $(ARGS)
 
 # ruff over everything, mypy over refka (config in pyproject.toml); either failing fails lint.
+# make fuzz FUZZ_SECONDS=1800 BROKERS=3: the hostile-client fuzzer against a real broker, then
+# the coverage-guided decoder fuzzer for a tenth of that time (lab/fuzz).
+FUZZ_SECONDS ?= 60
+BROKERS ?= 1
+fuzz: install-test
+	$(PY) -m lab.fuzz --seconds $(FUZZ_SECONDS) --brokers $(BROKERS)
+	$(PY) -m lab.fuzz.decoders --seconds $$(( $(FUZZ_SECONDS) / 10 + 1 ))
+
 lint: install-test
 	$(VENV)/bin/ruff check refka tests lab
 	$(VENV)/bin/mypy refka
