@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import time
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any
@@ -28,7 +29,7 @@ from refka.protocol import ErrorCode
 from . import handlers as _handlers  # noqa: F401  (registers every handler)
 from . import logging as _rlog
 from .config import BrokerConfig
-from .connection import Connection
+from .connection import Connection, ConnectionLimits
 from .controller_side import ControllerSide, ProducerIdManager
 from .fetch_session import FetchSessionCache
 from .group import GroupCoordinator
@@ -49,6 +50,7 @@ class Broker:
         self.metadata = MetadataCache()
         self.stats = Stats()
         self.connections: set[Connection] = set()
+        self.queued_request_bytes = 0  # queued.max.request.bytes counts these (connection.py)
         self.tasks: set[asyncio.Task[Any]] = set()
         self.servers: list[asyncio.base_events.Server] = []
         log_dirs = None if memory else (config.log_dirs if data_dir is None else [data_dir])
@@ -75,13 +77,27 @@ class Broker:
 
     async def start_listeners(self) -> None:
         loop = asyncio.get_running_loop()
-        max_frame: int = self.config["socket.request.max.bytes"]
+        limits = ConnectionLimits.from_config(self.config)
         for ep in self.config.listeners:
             server = await loop.create_server(
-                functools.partial(Connection, self, ep.listener, max_frame), ep.host, ep.port, reuse_address=True
+                functools.partial(Connection, self, ep.listener, limits), ep.host, ep.port, reuse_address=True
             )
             self.servers.append(server)
             log.info("listening", broker=self.node_id, listener=str(ep))
+        if limits.max_idle_ms >= 0:
+            self.spawn(self._close_idle_connections(limits.max_idle_ms))
+
+    async def _close_idle_connections(self, max_idle_ms: int) -> None:
+        """connections.max.idle.ms: a connection with nothing read, written or pending for
+        that long is closed (Kafka's Selector does the same)."""
+        interval = min(max(max_idle_ms / 10_000, 0.05), 30.0)
+        while True:
+            await asyncio.sleep(interval)
+            now = time.monotonic()
+            for c in list(self.connections):
+                if c.idle_for_ms(now) > max_idle_ms and c.transport is not None:
+                    log.info("connection_idle_closed", broker=self.node_id, peer=c.peer)
+                    c.transport.close()
 
     @property
     def advertised(self) -> list[Endpoint]:

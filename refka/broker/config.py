@@ -71,6 +71,10 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     # -1: not set, flush.ms keeps its own default (Kafka's default here is null).
     "log.flush.interval.ms": (int, -1),
     "socket.request.max.bytes": (int, 104857600),
+    "connections.max.idle.ms": (int, 600_000),
+    "max.connections": (int, 2**31 - 1),
+    "max.connections.per.ip": (int, 2**31 - 1),
+    "queued.max.request.bytes": (int, -1),
     "replica.lag.time.max.ms": (int, 30000),
     "replica.fetch.max.bytes": (int, 1048576),
     "replica.fetch.wait.max.ms": (int, 500),

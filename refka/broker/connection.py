@@ -17,6 +17,16 @@ writes them. The rule that makes this safe: a decoded request's memoryviews
 (RECORDS fields) are valid only during the synchronous part of its handler; a
 handler that keeps request bytes across an ``await`` copies them.
 
+Resources (Kafka's names): an idle connection holds no receive buffer (one
+is lent from a shared pool while bytes wait to be handled), and is closed
+after ``connections.max.idle.ms`` without traffic; ``max.connections`` and
+``max.connections.per.ip`` refuse connections beyond them; at most 64 frames
+are handled per event-loop turn (a client pipelining thousands of requests
+shares the loop with everyone else), and a connection is not read from while
+its unsent answers pass the transport's high-water mark, while 512 answers are
+pending, or while the broker's requests awaiting an answer hold more than
+``queued.max.request.bytes`` (unbounded by default, as in Kafka).
+
 Until the controller's first UpdateMetadata has named this broker (it is
 "ready"), client requests other than ApiVersions wait for it, so no client
 sees a cluster without brokers; the controller's own requests are served at
@@ -29,7 +39,7 @@ import asyncio
 import struct
 import time
 from collections import deque
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from types import CoroutineType
 from typing import Any, Protocol
 
@@ -50,9 +60,47 @@ from .stats import Stats
 log = get_logger("refka.connection")
 
 _MAX_IN_FLIGHT = 512  # stop reading when this many responses are pending
-_RECV_BUFFER = 256 * 1024  # initial receive buffer; grows for larger frames
+_RECV_BUFFER = 256 * 1024  # receive buffer lent to a connection; grows for larger frames
 _MIN_READ = 64 * 1024  # room offered to each socket read
+_FRAMES_PER_TURN = 64  # frames handled before the loop goes to other connections
+_POOLED_BUFFERS = 64  # receive buffers kept for reuse once returned
 _FRAME_LEN = struct.Struct(">i").unpack_from
+
+
+class _BufferPool:
+    """Receive buffers of one size, lent to connections while they have bytes to handle."""
+
+    def __init__(self, size: int, keep: int) -> None:
+        self.size = size
+        self.keep = keep
+        self.free: list[bytearray] = []
+
+    def take(self) -> bytearray:
+        return self.free.pop() if self.free else bytearray(self.size)
+
+    def give(self, buf: bytearray) -> None:
+        if len(buf) == self.size and len(self.free) < self.keep:
+            self.free.append(buf)
+
+
+_POOL = _BufferPool(_RECV_BUFFER, _POOLED_BUFFERS)
+_UNLIMITED = 2**31 - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """The connection properties of a broker (Kafka's names and defaults)."""
+
+    max_frame_size: int = 104857600  # socket.request.max.bytes
+    max_idle_ms: int = 600_000  # connections.max.idle.ms; -1: never closed for idleness
+    max_connections: int = _UNLIMITED  # max.connections
+    max_connections_per_ip: int = _UNLIMITED  # max.connections.per.ip
+    queued_max_request_bytes: int = -1  # queued.max.request.bytes; -1: unbounded
+
+    @classmethod
+    def from_config(cls, cfg: Any) -> ConnectionLimits:
+        return cls(cfg["socket.request.max.bytes"], cfg["connections.max.idle.ms"], cfg["max.connections"],
+                   cfg["max.connections.per.ip"], cfg["queued.max.request.bytes"])
 
 
 class ConnectionOwner(Protocol):
@@ -64,6 +112,7 @@ class ConnectionOwner(Protocol):
     ready: asyncio.Event  # set once the controller's first UpdateMetadata named this broker
     stats: Stats
     request_log: bool
+    queued_request_bytes: int  # of requests read and not yet answered, over all connections
 
 
 class RequestContext:
@@ -81,21 +130,25 @@ class RequestContext:
 
 
 class _Slot:
-    __slots__ = ("done", "chunks")
+    __slots__ = ("done", "chunks", "size")
 
-    def __init__(self) -> None:
+    def __init__(self, size: int = 0) -> None:
         self.done = False
         self.chunks: list[Any] | None = None
+        self.size = size  # of the request, counted in the owner's queued_request_bytes until answered
 
 
 class Connection(asyncio.BufferedProtocol):
-    def __init__(self, broker: ConnectionOwner, listener: str, max_frame_size: int) -> None:
+    def __init__(self, broker: ConnectionOwner, listener: str, limits: ConnectionLimits) -> None:
         self.broker = broker
         self.listener = listener
+        self.limits = limits
         self.transport: asyncio.Transport | None = None
-        self.max_frame_size = max_frame_size  # socket.request.max.bytes
-        self._buf = bytearray(_RECV_BUFFER)
-        self._mv = memoryview(self._buf)
+        self.max_frame_size = limits.max_frame_size
+        self._buf: bytearray | None = None  # lent by _POOL while bytes wait to be handled
+        self._mv: memoryview | None = None
+        self.last_active = time.monotonic()
+        self._turn_scheduled = False
         self._start = 0  # first byte not yet handled
         self._end = 0  # end of the bytes received
         self._need = 0  # size (with its length prefix) of the frame being received
@@ -112,14 +165,38 @@ class Connection(asyncio.BufferedProtocol):
         self.transport = transport  # type: ignore[assignment]
         peer = transport.get_extra_info("peername")
         self.peer = f"{peer[0]}:{peer[1]}" if peer else "?"
+        refused = self._over_limit(peer[0] if peer else None)
+        if refused:
+            log.warning("connection_refused", peer=self.peer, reason=refused)
+            self.closed = True
+            transport.close()
+            return
         self.broker.connections.add(self)
+
+    def _over_limit(self, host: str | None) -> str | None:
+        lim = self.limits
+        conns = self.broker.connections
+        if len(conns) >= lim.max_connections:
+            return f"max.connections ({lim.max_connections}) reached"
+        if lim.max_connections_per_ip < _UNLIMITED and host is not None:
+            same = sum(1 for c in conns if c.peer.rpartition(":")[0] == host)
+            if same >= lim.max_connections_per_ip:
+                return f"max.connections.per.ip ({lim.max_connections_per_ip}) reached for {host}"
+        return None
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.closed = True
         self.broker.connections.discard(self)
         for t in list(self.tasks):
             t.cancel()
+        for slot in self.pending:
+            self._answered(slot)
         self.pending.clear()
+        self._release_buffer()
+
+    def idle_for_ms(self, now: float) -> float:
+        """How long nothing was read or written, when no answer is pending; else 0."""
+        return 0.0 if self.pending else (now - self.last_active) * 1000
 
     def pause_writing(self) -> None:
         self._writing_paused = True
@@ -130,29 +207,62 @@ class Connection(asyncio.BufferedProtocol):
         self._update_reading()
 
     def get_buffer(self, sizehint: int) -> memoryview:
-        if len(self._buf) - self._end < max(_MIN_READ, self._need - (self._end - self._start)):
-            self._make_room()
-        return self._mv[self._end :]
+        buf = self._buf
+        if buf is None:
+            buf = self._buf = _POOL.take()
+            self._mv = memoryview(buf)
+        if len(buf) - self._end < max(_MIN_READ, self._need - (self._end - self._start)):
+            buf = self._make_room(buf)
+        return memoryview(buf)[self._end :] if self._mv is None else self._mv[self._end :]
 
-    def _make_room(self) -> None:
-        """Moves the partial frame to the front, or into a larger buffer."""
+    def _release_buffer(self) -> None:
+        """Nothing waits in the buffer: back to the pool (an idle connection holds none)."""
+        if self._buf is not None:
+            buf, self._buf, self._mv = self._buf, None, None
+            self._start = self._end = 0
+            _POOL.give(buf)
+
+    def _make_room(self, buf: bytearray) -> bytearray:
+        """Moves the partial frame to the front, or into a larger buffer (the pooled one
+        goes back to the pool); returns the buffer."""
         partial = self._end - self._start
         size = max(_RECV_BUFFER, self._need + _MIN_READ, partial + _MIN_READ)
-        if size > len(self._buf) or self._start == 0:
-            fresh = bytearray(max(size, len(self._buf)))
-            fresh[:partial] = self._mv[self._start : self._end]
+        if size > len(buf) or self._start == 0:
+            fresh = bytearray(max(size, len(buf)))
+            fresh[:partial] = memoryview(buf)[self._start : self._end]
+            _POOL.give(buf)
             self._buf, self._mv = fresh, memoryview(fresh)
+            buf = fresh
         else:
             # Same-length slice assignment (views of the buffer may exist); a copy
             # of the partial frame first, as the two ranges may overlap.
-            self._buf[:partial] = bytes(self._mv[self._start : self._end])
+            buf[:partial] = bytes(memoryview(buf)[self._start : self._end])
         self._start, self._end = 0, partial
+        return buf
 
     def buffer_updated(self, nbytes: int) -> None:
         self._end += nbytes
+        self.last_active = time.monotonic()
+        self._handle_frames()
+
+    def _must_wait(self) -> bool:
+        """Back-pressure: no more requests are taken while this holds."""
+        limit = self.limits.queued_max_request_bytes
+        return (self._writing_paused or len(self.pending) >= _MAX_IN_FLIGHT
+                or (limit > 0 and self.broker.queued_request_bytes >= limit))
+
+    def _handle_frames(self) -> None:
+        """Handles the complete frames in the buffer: up to _FRAMES_PER_TURN of them, and
+        none while back-pressure holds; the rest wait there (reading pauses meanwhile)."""
+        self._turn_scheduled = False
+        if self.closed or self._buf is None or self._mv is None:
+            return
         buf, mv = self._buf, self._mv
         p, end = self._start, self._end
+        handled = 0
         while end - p >= 4:
+            if handled == _FRAMES_PER_TURN or self._must_wait():
+                break
             (n,) = _FRAME_LEN(buf, p)
             if n < 0:
                 self.abort("bad_frame", reason=f"negative frame length {n}")
@@ -168,14 +278,19 @@ class Connection(asyncio.BufferedProtocol):
                 return
             p += 4 + n
             self._need = 0
+            handled += 1
         if p == end:
-            # Everything handled: read into the buffer from its start again.
-            self._start = self._end = 0
-            if len(buf) > 4 * _RECV_BUFFER:
-                self._buf = bytearray(_RECV_BUFFER)
-                self._mv = memoryview(self._buf)
+            self._release_buffer()
         else:
             self._start = p
+        self._update_reading()
+
+    def _frames_waiting(self) -> bool:
+        """A complete frame is in the buffer, not yet handled."""
+        if self._buf is None or self._end - self._start < 4:
+            return False
+        (n,) = _FRAME_LEN(self._buf, self._start)
+        return n < 0 or self._end - self._start - 4 >= n
 
     # -- requests
 
@@ -219,11 +334,11 @@ class Connection(asyncio.BufferedProtocol):
         ctx = RequestContext(self.broker, self, api_key, version, correlation_id, header.client_id)
         self.broker.stats.request(api_key, len(frame) + 4)
         if deferred:
-            self._dispatch(replace(handler, fn=_when_ready, is_async=True), ctx, (handler, request))
+            self._dispatch(replace(handler, fn=_when_ready, is_async=True), ctx, (handler, request), len(frame))
         else:
-            self._dispatch(handler, ctx, request)
+            self._dispatch(handler, ctx, request, len(frame))
 
-    def _dispatch(self, handler: Handler, ctx: RequestContext, request: Any) -> None:
+    def _dispatch(self, handler: Handler, ctx: RequestContext, request: Any, size: int) -> None:
         try:
             result = handler.fn(ctx, request)
         except Exception:
@@ -232,7 +347,8 @@ class Connection(asyncio.BufferedProtocol):
             self.abort("closing_after_handler_failure")
             return
         if handler.is_async or type(result) is CoroutineType:
-            slot = _Slot()
+            slot = _Slot(size + 4)
+            self.broker.queued_request_bytes += slot.size
             self.pending.append(slot)
             task = asyncio.ensure_future(result)
             self.tasks.add(task)
@@ -279,7 +395,23 @@ class Connection(asyncio.BufferedProtocol):
             self.pending.append(slot)
         slot.done = True
         slot.chunks = chunks
+        self._answered(slot)
         self._flush()
+
+    def _answered(self, slot: _Slot) -> None:
+        """The request of ``slot`` no longer counts in queued.max.request.bytes; connections
+        that waited for the total to drop are read from again."""
+        if not slot.size:
+            return
+        limit = self.limits.queued_max_request_bytes
+        owner = self.broker
+        before = owner.queued_request_bytes
+        owner.queued_request_bytes = before - slot.size
+        slot.size = 0
+        if limit > 0 and before >= limit > owner.queued_request_bytes:
+            for c in list(owner.connections):
+                if c is not self:
+                    c._update_reading()
 
     def _flush(self) -> None:
         pending = self.pending
@@ -290,12 +422,18 @@ class Connection(asyncio.BufferedProtocol):
                 out.extend(s.chunks)
         if out and self.transport is not None and not self.closed:
             self.transport.writelines(out)
+            self.last_active = time.monotonic()
         self._update_reading()
 
     def _update_reading(self) -> None:
         if self.transport is None or self.closed:
             return
-        should_pause = self._writing_paused or len(self.pending) >= _MAX_IN_FLIGHT
+        waiting = self._frames_waiting()
+        if waiting and not self._must_wait() and not self._turn_scheduled:
+            # The rest of the buffered frames in a later turn: other connections first.
+            self._turn_scheduled = True
+            asyncio.get_running_loop().call_soon(self._handle_frames)
+        should_pause = waiting or self._must_wait()
         if should_pause and not self._reading_paused:
             self._reading_paused = True
             self.transport.pause_reading()

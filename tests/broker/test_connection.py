@@ -13,7 +13,8 @@ import pytest
 
 import refka.broker.handlers  # noqa: F401  (registers every handler)
 from refka.broker import registry
-from refka.broker.connection import Connection
+from refka.broker.connection import Connection, ConnectionLimits
+from refka.broker.connection import _Slot as conn_slot
 from refka.broker.stats import Stats
 from refka.protocol import RequestHeader, decode_response_header, encode_request_header, join
 from refka.protocol.messages.api_versions import ApiVersions
@@ -61,9 +62,10 @@ def answered_correlation_ids(written: bytes) -> list[int]:
 
 @pytest.fixture
 def conn():
-    owner = SimpleNamespace(connections=set(), ready=asyncio.Event(), stats=Stats(), request_log=False)
+    owner = SimpleNamespace(connections=set(), ready=asyncio.Event(), stats=Stats(), request_log=False,
+                            queued_request_bytes=0)
     owner.ready.set()
-    c = Connection(owner, "PLAINTEXT", max_frame_size=1 << 20)
+    c = Connection(owner, "PLAINTEXT", ConnectionLimits(max_frame_size=1 << 20))
     c.transport_ = FakeTransport()
     c.connection_made(c.transport_)
     yield c
@@ -127,3 +129,69 @@ async def test_client_requests_wait_until_the_broker_is_ready(conn):
 async def test_a_peer_that_breaks_the_protocol_loses_its_connection(conn, frame):
     feed(conn, frame)
     assert conn.closed and conn.transport_.closed and conn.transport_.written == b""
+
+
+# -- resources: buffers, fairness, back-pressure, limits ----------------------------------------
+
+
+async def test_an_idle_connection_holds_no_receive_buffer(conn):
+    feed(conn, request_frame(ApiVersions, 0, 1, API_VERSIONS))
+    assert answered_correlation_ids(conn.transport_.written) == [1]
+    assert conn._buf is None  # lent back to the pool once every byte was handled
+
+
+async def test_pipelined_requests_are_handled_a_few_per_loop_turn_and_all_answered_in_order(conn):
+    feed(conn, b"".join(request_frame(ApiVersions, 0, i, API_VERSIONS) for i in range(200)))
+    first_turn = answered_correlation_ids(conn.transport_.written)
+    assert 0 < len(first_turn) < 200  # the loop went to others before the rest
+    await asyncio.sleep(0.05)
+    assert answered_correlation_ids(conn.transport_.written) == list(range(200))
+
+
+async def test_no_request_is_taken_while_the_client_does_not_read_its_answers(conn):
+    conn.pause_writing()  # the transport's buffer of unsent answers passed its high-water mark
+    feed(conn, request_frame(ApiVersions, 0, 1, API_VERSIONS))
+    await asyncio.sleep(0.01)
+    assert conn.transport_.written == b""
+    conn.resume_writing()
+    await asyncio.sleep(0.01)
+    assert answered_correlation_ids(conn.transport_.written) == [1]
+
+
+async def test_queued_max_request_bytes_holds_every_connection_until_answers_go(slow_list_groups):
+    owner = SimpleNamespace(connections=set(), ready=asyncio.Event(), stats=Stats(), request_log=False,
+                            queued_request_bytes=0)
+    owner.ready.set()
+    limits = ConnectionLimits(max_frame_size=1 << 20, queued_max_request_bytes=10)
+    a, b = Connection(owner, "PLAINTEXT", limits), Connection(owner, "PLAINTEXT", limits)
+    for c in (a, b):
+        c.transport_ = FakeTransport()
+        c.connection_made(c.transport_)
+    feed(a, request_frame(ListGroups, 2, 1, LIST_GROUPS))  # waits in its handler: its bytes stay queued
+    feed(b, request_frame(ApiVersions, 0, 2, API_VERSIONS))
+    await asyncio.sleep(0.01)
+    assert owner.queued_request_bytes > 10 and b.transport_.written == b""
+    slow_list_groups.set()
+    await asyncio.sleep(0.01)
+    assert answered_correlation_ids(a.transport_.written) == [1]
+    assert answered_correlation_ids(b.transport_.written) == [2]
+    assert owner.queued_request_bytes == 0
+
+
+@pytest.mark.parametrize("limits", [ConnectionLimits(max_connections=1),
+                                    ConnectionLimits(max_connections_per_ip=1)])
+async def test_connections_beyond_the_limits_are_refused(limits):
+    owner = SimpleNamespace(connections=set(), ready=asyncio.Event(), stats=Stats(), request_log=False,
+                            queued_request_bytes=0)
+    first, second = Connection(owner, "PLAINTEXT", limits), Connection(owner, "PLAINTEXT", limits)
+    first.connection_made(FakeTransport())
+    t = FakeTransport()
+    second.connection_made(t)
+    assert t.closed and owner.connections == {first}
+
+
+async def test_idle_time_counts_from_the_last_byte_read_or_written_and_not_while_answers_are_due(conn):
+    feed(conn, request_frame(ApiVersions, 0, 1, API_VERSIONS))
+    assert conn.idle_for_ms(conn.last_active + 5) == pytest.approx(5000)
+    conn.pending.append(conn_slot())  # an answer due (a long poll, say)
+    assert conn.idle_for_ms(conn.last_active + 5) == 0
