@@ -63,7 +63,7 @@ _MAX_IN_FLIGHT = 512  # stop reading when this many responses are pending
 _RECV_BUFFER = 256 * 1024  # receive buffer lent to a connection; grows for larger frames
 _MIN_READ = 64 * 1024  # room offered to each socket read
 _FRAMES_PER_TURN = 64  # frames handled before the loop goes to other connections
-_POOLED_BUFFERS = 64  # receive buffers kept for reuse once returned
+_POOLED_BUFFERS = 16  # receive buffers kept for reuse once returned (4 MiB)
 _FRAME_LEN = struct.Struct(">i").unpack_from
 
 
