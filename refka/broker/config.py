@@ -72,6 +72,10 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "log.flush.interval.ms": (int, -1),
     "socket.request.max.bytes": (int, 104857600),
     "connections.max.idle.ms": (int, 600_000),
+    # KIP-578 (Kafka's defaults are unbounded): generous, yet below what this machine's
+    # default descriptor limit holds while every partition keeps its files open.
+    "max.partitions": (int, 100_000),
+    "max.broker.partitions": (int, 4_000),
     "max.connections": (int, 2**31 - 1),
     "max.connections.per.ip": (int, 2**31 - 1),
     "queued.max.request.bytes": (int, -1),

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -190,7 +191,8 @@ class ControllerSide:
                            assignment: Mapping[int, Sequence[int]] | None, configs: Mapping[str, Any],
                            *, validate_only: bool = False) -> bytes:
         topic = await admin.create_topic(self.session, name, num_partitions, replication_factor, assignment,
-                                         configs, await self._brokers(), validate_only=validate_only)
+                                         configs, await self._brokers(), validate_only=validate_only,
+                                         check=self._check_partition_limits)
         return topic.topic_id
 
     async def delete_topic(self, name: str) -> None:
@@ -199,7 +201,27 @@ class ControllerSide:
     async def create_partitions(self, name: str, count: int, assignment: Sequence[Sequence[int]] | None,
                                 *, validate_only: bool = False) -> None:
         await admin.create_partitions(self.session, name, count, assignment, await self._brokers(),
-                                      validate_only=validate_only)
+                                      validate_only=validate_only, check=self._check_partition_limits)
+
+    def _check_partition_limits(self, new: Mapping[int, Sequence[int]]) -> None:
+        """KIP-578: ``max.partitions`` bounds the cluster's partitions, ``max.broker.partitions``
+        the replicas one broker hosts; a request that would pass either is refused whole
+        (POLICY_VIOLATION). Counted from this broker's metadata cache, as Kafka counts from
+        its controller's view."""
+        max_total, max_per_broker = self.config["max.partitions"], self.config["max.broker.partitions"]
+        topics = self.metadata.topics.values()
+        total = sum(len(t.partitions) for t in topics) + len(new)
+        if total > max_total:
+            raise admin.PolicyViolationError(
+                f"A request for {len(new)} partitions would take the cluster to {total}, "
+                f"above max.partitions ({max_total}).")
+        hosted = Counter(r for t in topics for p in t.partitions.values() for r in p.replicas)
+        hosted.update(r for replicas in new.values() for r in replicas)
+        over = sorted(b for b, n in hosted.items() if n > max_per_broker)
+        if over:
+            raise admin.PolicyViolationError(
+                f"A request for {len(new)} partitions would give broker(s) {over} more than "
+                f"max.broker.partitions ({max_per_broker}) replicas.")
 
     async def topic_configs(self, name: str) -> dict[str, str]:
         try:

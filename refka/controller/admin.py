@@ -75,6 +75,17 @@ class InvalidReplicaAssignmentError(AdminError):
     error_code = ErrorCode.INVALID_REPLICA_ASSIGNMENT
 
 
+class PolicyViolationError(AdminError):
+    """The request would pass a limit the cluster sets (KIP-578's partition limits)."""
+
+    error_code = ErrorCode.POLICY_VIOLATION
+
+
+# What create_topic and create_partitions call with the new partitions' assignment
+# (partition -> replicas) before anything is written; it raises to refuse them.
+PartitionCheck = Callable[[Mapping[int, Sequence[int]]], None]
+
+
 class UnknownTopicError(AdminError):
     error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
 
@@ -372,6 +383,7 @@ async def create_topic(
     *,
     validate_only: bool = False,
     rng: random.Random | None = None,
+    check: PartitionCheck | None = None,
 ) -> znodes.TopicAssignment:
     """Writes ``/config/topics/<t>`` and ``/brokers/topics/<t>`` (one transaction).
 
@@ -386,6 +398,8 @@ async def create_topic(
         assignment = validate_assignment(replica_assignment, brokers)
     else:
         assignment = assign_replicas(brokers, num_partitions, replication_factor, rng=rng)
+    if check is not None:
+        check(assignment)
     config = validate_topic_configs(configs or {})
     if await store.exists(znodes.delete_topic_path(name)) is not None:
         raise TopicExistsError(f"Topic '{name}' is marked for deletion.")
@@ -441,6 +455,7 @@ async def create_partitions(
     *,
     validate_only: bool = False,
     rng: random.Random | None = None,
+    check: PartitionCheck | None = None,
 ) -> znodes.TopicAssignment:
     """Adds partitions: writes the longer assignment to ``/brokers/topics/<t>``.
 
@@ -494,6 +509,8 @@ async def create_partitions(
             first = topic.partitions.get(0, [None])[0]
             start = order.index(first) if first in order else -1
             new = assign_replicas(brokers, added, rf, start_index=start, start_partition_id=current, rng=rng)
+        if check is not None:
+            check(new)
         topic.partitions.update(new)
         if validate_only:
             return topic
