@@ -163,9 +163,13 @@ class BrokerConfig:
                 self.values[name] = default
         self.unknown = sorted(k for k in self.raw if k not in DEFAULTS)
         ib = self.inter_broker_listener
-        if ib is not None and ib not in {ep.listener for ep in self.listeners}:
-            # As Kafka refuses to start: brokers would reach each other on a listener nobody serves.
-            raise ValueError(f"inter.broker.listener.name {ib} is not one of listeners ({self.values['listeners']})")
+        for name in ("listeners", "advertised.listeners"):
+            # As Kafka refuses to start: brokers would look for each other on a listener that
+            # is not there (the controller would fall back to a client listener, which refuses it).
+            eps = self.listeners if name == "listeners" else self.advertised_listeners
+            if ib is not None and ib not in {ep.listener for ep in eps}:
+                raise ValueError(f"inter.broker.listener.name {ib} is not one of {name} "
+                                 f"({', '.join(map(str, eps))})")
 
     @classmethod
     def load(

@@ -11,7 +11,7 @@ answer: the controller decides what it means. Except CLUSTER_AUTHORIZATION_FAILE
 the broker did not take us for the controller (broker/inter_broker.py), which
 for the real controller means the broker's store read did not show our election
 yet (a lagging ZooKeeper server), so the request is retried after the backoff,
-on the same connection, like a lost one.
+on the same connection, until the broker takes it or leaves.
 
 Versions: on every new connection the channel asks ApiVersions and uses the
 highest version both sides have (LeaderAndIsr v7, UpdateMetadata v8,

@@ -19,3 +19,6 @@ def test_inter_broker_listener_is_none_unless_set() -> None:
 def test_an_inter_broker_listener_that_is_not_a_listener_is_refused_as_kafka_does() -> None:
     with pytest.raises(ValueError, match="inter.broker.listener.name BROKER is not one of listeners"):
         BrokerConfig({"inter.broker.listener.name": "BROKER"})
+    with pytest.raises(ValueError, match="inter.broker.listener.name BROKER is not one of advertised.listeners"):
+        BrokerConfig({"listeners": TWO_LISTENERS, "advertised.listeners": "CLIENT://kafka.example:9092",
+                      "inter.broker.listener.name": "BROKER"})
