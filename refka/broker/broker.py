@@ -3,9 +3,10 @@
 This module and server.py are the only ones that hold a ``Broker``; every
 collaborator is built here from the few things it uses (node id, config,
 metadata cache, the ``spawn`` of tracked tasks, the replica manager's lookup,
-the controller side as ISR writer). The request handlers see the broker's
-parts through their request context (``ctx.broker``): its metadata cache,
-replica manager, group coordinator, controller side and the waits below.
+the controller side as ISR writer and as the store view of the inter-broker
+gate). The request handlers see the broker's parts through their request
+context (``ctx.broker``): its metadata cache, replica manager, group
+coordinator, controller side, inter-broker gate and the waits below.
 
 Start-up order: listeners accept first (the controller reaches every broker,
 itself included, over the Kafka protocol), then the broker registers
@@ -24,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 from refka.common import Endpoint
-from refka.protocol import ErrorCode
 
 from . import handlers as _handlers  # noqa: F401  (registers every handler)
 from . import logging as _rlog
@@ -33,6 +33,7 @@ from .connection import Connection, ConnectionLimits
 from .controller_side import ControllerSide, ProducerIdManager
 from .fetch_session import FetchSessionCache
 from .group import GroupCoordinator
+from .inter_broker import InterBrokerGate
 from .log import LogManager
 from .logging import get_logger
 from .metadata_cache import MetadataCache
@@ -59,7 +60,9 @@ class Broker:
         self.request_log = _rlog.DEBUG
         self.ready = asyncio.Event()
         self.controller_side: ControllerSide | None = None  # attach_controller_side
-        self.controller_epoch = -1  # newest controller epoch seen (fencing of old controllers)
+        # Who may send LeaderAndIsr, StopReplica, UpdateMetadata, ControlledShutdown, and
+        # the newest controller epoch obeyed.
+        self.inter_broker = InterBrokerGate(config.inter_broker_listener)
         self.fetch_sessions = FetchSessionCache(config["max.incremental.fetch.session.cache.slots"])
         self._metadata_waiters: list[asyncio.Future[None]] = []
         # Consumer groups of the __consumer_offsets partitions this broker leads.
@@ -74,6 +77,7 @@ class Broker:
         server.py, which starts it): its admin writes, ISR writes and controller."""
         self.controller_side = side
         self.replicas.isr.writer = side
+        self.inter_broker.registrations = side
 
     async def start_listeners(self) -> None:
         loop = asyncio.get_running_loop()
@@ -136,22 +140,6 @@ class Broker:
         self.groups.close()
         self.replicas.close()
         log.info("broker_stopped", broker=self.node_id)
-
-    # -- controller requests
-
-    def fence_control_request(self, controller_epoch: int, broker_epoch: int) -> ErrorCode:
-        """LeaderAndIsr / UpdateMetadata / StopReplica: STALE_BROKER_EPOCH when addressed to an
-        earlier registration of this broker (KIP-380; -1: the sender did not say), then
-        STALE_CONTROLLER_EPOCH when from an older controller; else NONE, and the controller
-        epoch becomes the newest seen."""
-        side = self.controller_side
-        current = side.broker_epoch if side is not None else -1
-        if broker_epoch != -1 and broker_epoch < current:
-            return ErrorCode.STALE_BROKER_EPOCH
-        if controller_epoch < self.controller_epoch:
-            return ErrorCode.STALE_CONTROLLER_EPOCH
-        self.controller_epoch = controller_epoch
-        return ErrorCode.NONE
 
     # -- metadata changes
 

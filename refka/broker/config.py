@@ -56,6 +56,9 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "broker.id": (int, 0),
     "listeners": (str, "PLAINTEXT://127.0.0.1:9092"),
     "advertised.listeners": (str, ""),
+    # "": no listener of its own; the inter-broker APIs are then served to the registered
+    # controller on any listener (broker/inter_broker.py).
+    "inter.broker.listener.name": (str, ""),
     "broker.rack": (str, ""),
     "log.dirs": (str, "./refka-data"),
     "zookeeper.connect": (str, ""),
@@ -167,6 +170,14 @@ class BrokerConfig:
             else:
                 self.values[name] = default
         self.unknown = sorted(k for k in self.raw if k not in DEFAULTS)
+        ib = self.inter_broker_listener
+        for name in ("listeners", "advertised.listeners"):
+            # As Kafka refuses to start: brokers would look for each other on a listener that
+            # is not there (the controller would fall back to a client listener, which refuses it).
+            eps = self.listeners if name == "listeners" else self.advertised_listeners
+            if ib is not None and ib not in {ep.listener for ep in eps}:
+                raise ValueError(f"inter.broker.listener.name {ib} is not one of {name} "
+                                 f"({', '.join(map(str, eps))})")
 
     @classmethod
     def load(
@@ -205,6 +216,12 @@ class BrokerConfig:
     def advertised_listeners(self) -> list[Endpoint]:
         adv = self.values["advertised.listeners"]
         return parse_listeners(adv) if adv else self.listeners
+
+    @property
+    def inter_broker_listener(self) -> str | None:
+        """``inter.broker.listener.name``: the listener brokers use to reach each other, the
+        only one that serves them the inter-broker APIs; None when not set."""
+        return self.values["inter.broker.listener.name"] or None
 
     @property
     def rack(self) -> str | None:

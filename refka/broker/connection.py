@@ -29,8 +29,10 @@ pending, or while the broker's requests awaiting an answer hold more than
 
 Until the controller's first UpdateMetadata has named this broker (it is
 "ready"), client requests other than ApiVersions wait for it, so no client
-sees a cluster without brokers; the controller's own requests are served at
-once (they are what makes the broker ready).
+sees a cluster without brokers; the inter-broker APIs are served at once (the
+controller's requests are what makes the broker ready). Whether their sender
+is a broker is the handlers' question to inter_broker.py, which remembers the
+answer on the connection (``broker_id``).
 """
 
 from __future__ import annotations
@@ -155,6 +157,8 @@ class Connection(asyncio.BufferedProtocol):
         self.pending: deque[_Slot] = deque()
         self.tasks: set[asyncio.Task[Any]] = set()
         self.peer = "?"
+        # The broker this connection proved to be (inter_broker.py); None: a client's.
+        self.broker_id: int | None = None
         self.closed = False
         self._reading_paused = False
         self._writing_paused = False

@@ -8,7 +8,11 @@ Each broker has its own metadata-store session: it registers
 its admin writes (CreateTopics, DeleteTopics, CreatePartitions, configs)
 through it, as Kafka's ZooKeeper-mode brokers do. The controller tells every
 broker, this one included, what to do over the Kafka protocol
-(LeaderAndIsr, UpdateMetadata, StopReplica on the broker's listener).
+(LeaderAndIsr, UpdateMetadata, StopReplica on the broker's listener:
+``inter.broker.listener.name``, else its first). Who the controller is, as the
+store records it (``controller_registration``: /controller's broker id and
+controller_token, /controller_epoch), is what broker/inter_broker.py checks
+those requests against.
 
 Topic config changes reach every broker as in Kafka's ZooKeeper mode
 (ZkNodeChangeNotificationListener): AlterConfigs writes ``/config/topics/<t>``
@@ -26,6 +30,7 @@ import asyncio
 import time
 from collections import Counter
 from collections.abc import Callable, Coroutine, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -54,6 +59,7 @@ from .replica_manager import ReplicaManager
 
 __all__ = [
     "AdminError",
+    "ControllerRegistration",
     "ControllerSide",
     "InvalidTopicError",
     "ProducerIdManager",
@@ -68,6 +74,16 @@ log = get_logger("refka.controller_side")
 
 # Kafka's ZkNodeChangeNotificationListener.changeExpirationMs.
 CONFIG_CHANGE_EXPIRATION_MS = 15 * 60 * 1000
+
+
+@dataclass(frozen=True)
+class ControllerRegistration:
+    """The active controller as the store records it: /controller's broker id and
+    controller_token (-1 when written by an older refka) and /controller_epoch."""
+
+    controller_id: int
+    controller_epoch: int
+    controller_token: int
 
 
 def open_store(zookeeper: str | None, journal_dir: Path | None, session_timeout_ms: int = 18000) -> MetadataStore:
@@ -109,9 +125,26 @@ class ControllerSide:
             rack=self.config.rack,
         )
         self.broker_epoch = await admin.register_broker(self.session, self._info)
-        self.controller = Controller(self.session, self.node_id, ControllerChannel(self.node_id), self.config.raw)
+        channel = ControllerChannel(self.node_id, listener=self.config.inter_broker_listener)
+        self.controller = Controller(self.session, self.node_id, channel, self.config.raw)
         await self.controller.start()
         log.info("broker_registered", broker=self.node_id, broker_epoch=self.broker_epoch)
+
+    async def controller_registration(self) -> ControllerRegistration | None:
+        """The active controller, read from the store now; None while there is none.
+        /controller and /controller_epoch are two reads: they belong together when the
+        epoch was set by the transaction that created /controller (the same zxid), and are
+        read again (a few times) when an election fell between them. Raises StoreError."""
+        for _attempt in range(3):
+            try:
+                data, stat = await self.session.get(znodes.CONTROLLER)
+                epoch_data, epoch_stat = await self.session.get(znodes.CONTROLLER_EPOCH)
+            except NoNodeError:
+                return None
+            if epoch_stat.mzxid == stat.czxid:
+                break
+        znode = znodes.ControllerZnode.from_json(data)
+        return ControllerRegistration(znode.broker_id, znodes.decode_int(epoch_data), znode.controller_token)
 
     @property
     def active_controller(self) -> Controller | None:
@@ -144,18 +177,21 @@ class ControllerSide:
         attempts = cfg["controlled.shutdown.max.retries"] if max_retries is None else max_retries
         backoff = cfg["controlled.shutdown.retry.backoff.ms"] / 1000
         advertised = cfg.advertised_listeners
-        listener = advertised[0].listener if advertised else None
+        listener = cfg.inter_broker_listener or (advertised[0].listener if advertised else None)
         for attempt in range(1, max(attempts, 1) + 1):
             outcome = "no_controller"
             try:
-                cid = self.controller.active_controller_id if self.controller is not None else -1
+                # The controller and its token as the store has them now: the token tells
+                # the controller that this request comes from a broker (inter_broker.py).
+                registration = await self.controller_registration()
+                cid = registration.controller_id if registration is not None else -1
                 if cid == node_id and self.controller is not None:
                     error, remaining = await self.controller.controlled_shutdown(node_id, self.broker_epoch)
                     outcome = ErrorCode(error).name
-                elif cid >= 0 and (m := self.metadata.brokers.get(cid)) is not None and \
-                        (ep := m.endpoint(listener)) is not None:
+                elif registration is not None and cid >= 0 and (m := self.metadata.brokers.get(cid)) is not None \
+                        and (ep := m.endpoint(listener)) is not None:
                     code, remaining = await request_controlled_shutdown(
-                        ep[0], ep[1], node_id, self.broker_epoch, timeout=30.0)
+                        ep[0], ep[1], node_id, self.broker_epoch, registration.controller_token, timeout=30.0)
                     error = ErrorCode(code)
                     outcome = error.name
                 else:
@@ -165,7 +201,7 @@ class ControllerSide:
                     return True
                 if error == ErrorCode.NONE:
                     outcome = f"{len(remaining)} partitions still led"
-            except (TimeoutError, OSError, ConnectionError) as e:
+            except (TimeoutError, OSError, ConnectionError, StoreError) as e:
                 outcome = repr(e)
             log.warning("controlled_shutdown_attempt_failed", broker=node_id, attempt=attempt, reason=outcome)
             if attempt < attempts:

@@ -27,9 +27,10 @@ class Handler:
     max_version: int
     fn: Callable[..., Any]
     is_async: bool
-    # Sent by the controller to brokers (LeaderAndIsr, ...): served before the broker
-    # is ready, as they are what makes it ready. Today they are served on every
-    # connection and advertised in ApiVersions like the others.
+    # Sent by the controller to brokers (LeaderAndIsr, ...) or by a broker to the
+    # controller (ControlledShutdown): served before the broker is ready, as they are what
+    # makes it ready, and only to brokers (the handlers ask inter_broker.py); advertised in
+    # ApiVersions on every listener like the others, as Kafka's ZooKeeper-mode brokers do.
     inter_broker: bool = False
 
 

@@ -17,6 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from refka.common import Endpoint
+
 from .broker import Broker
 from .config import BrokerConfig
 from .controller_side import ControllerSide, open_store
@@ -27,14 +29,20 @@ log = get_logger("refka.server")
 
 
 def broker_configs(base: BrokerConfig, n: int, host: str, port: int, data_dir: Path) -> list[BrokerConfig]:
-    """Per-broker configs: ids base..base+n-1, ports port..port+n-1, data under data_dir/broker-<id>."""
+    """Per-broker configs: ids base..base+n-1, ports port..port+n-1, data under data_dir/broker-<id>.
+    One broker keeps the configured listeners (the first moved to host:port), so it can have
+    an inter-broker listener of its own; each of several gets one PLAINTEXT listener."""
     first_id = base.broker_id
     out = []
     for i in range(n):
         bid = first_id + i
+        listeners = f"PLAINTEXT://{host}:{port + i}"
+        if n == 1 and "listeners" in base.raw:
+            first, *others = base.listeners
+            listeners = ",".join([str(Endpoint(first.listener, host, port)), *map(str, others)])
         props: dict[str, str] = {
             "broker.id": str(bid),
-            "listeners": f"PLAINTEXT://{host}:{port + i}",
+            "listeners": listeners,
             "log.dirs": str(data_dir / f"broker-{bid}"),
         }
         adv = base["advertised.listeners"]
@@ -149,7 +157,11 @@ def serve(args: argparse.Namespace) -> int:
     host = args.host or (listeners[0].host if "listeners" in base.raw else "127.0.0.1")
     port = args.port or (listeners[0].port if "listeners" in base.raw else 9092)
     data_dir = Path(str(base["log.dirs"]).split(",")[0])
-    configs = broker_configs(base, args.brokers, host, port, data_dir)
+    try:
+        configs = broker_configs(base, args.brokers, host, port, data_dir)
+    except ValueError as e:  # inter.broker.listener.name with --brokers N: one listener each
+        print(f"refka: {e}", file=sys.stderr)
+        return 2
     zk = base["zookeeper.connect"] or None
     import uvloop  # a dependency: the broker's event loop
 

@@ -7,7 +7,11 @@ controller made them. A request is retried, on a new connection after a
 short backoff, until the broker answers it or the broker leaves
 (``update_brokers`` without it, or ``remove_broker``): then its pending
 requests fail with ``BrokerGoneError``. An answer with an error code is an
-answer: the controller decides what it means.
+answer: the controller decides what it means. Except CLUSTER_AUTHORIZATION_FAILED:
+the broker did not take us for the controller (broker/inter_broker.py), which
+for the real controller means the broker's store read did not show our election
+yet (a lagging ZooKeeper server), so the request is retried after the backoff,
+on the same connection, until the broker takes it or leaves.
 
 Versions: on every new connection the channel asks ApiVersions and uses the
 highest version both sides have (LeaderAndIsr v7, UpdateMetadata v8,
@@ -28,6 +32,7 @@ import structlog
 
 from refka.client.connection import BrokerConnection, BrokerConnectionError
 from refka.common import TopicPartition
+from refka.protocol import ErrorCode
 from refka.protocol.api import Api
 from refka.protocol.messages.controlled_shutdown import ControlledShutdown
 from refka.protocol.messages.leader_and_isr import LeaderAndIsr
@@ -161,6 +166,16 @@ class _BrokerSender:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self.channel.max_retry_backoff)
                 continue
+            if response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+                log.warning(
+                    "controller_request_refused",
+                    broker=self.info.broker_id,
+                    api=item.api.name,
+                    backoff=backoff,
+                )
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, self.channel.max_retry_backoff)
+                continue
             backoff = self.channel.retry_backoff
             self.queue.popleft()
             if not item.future.done():
@@ -257,16 +272,18 @@ def _consume(fut: asyncio.Future[Any]) -> None:
 
 
 async def request_controlled_shutdown(
-    host: str, port: int, broker_id: int, broker_epoch: int, *, timeout: float = 30.0
+    host: str, port: int, broker_id: int, broker_epoch: int, controller_token: int, *, timeout: float = 30.0
 ) -> tuple[int, list[TopicPartition]]:
-    """A broker's ControlledShutdown call to the controller at host:port:
-    (error code, partitions it still leads)."""
+    """A broker's ControlledShutdown call to the controller at host:port: (error code,
+    partitions it still leads). ``controller_token``: the controller's, from /controller,
+    by which the controller knows the caller is a broker (v3+)."""
     conn = BrokerConnection(host, port, client_id=f"refka-broker-{broker_id}", request_timeout=timeout)
     await conn.connect()
     try:
         theirs = conn.versions.get(ControlledShutdown.key, (0, ControlledShutdown.max_version))
         version = min(ControlledShutdown.max_version, theirs[1])
-        req = ControlledShutdown.Request(broker_id=broker_id, broker_epoch=broker_epoch)
+        req = ControlledShutdown.Request(broker_id=broker_id, broker_epoch=broker_epoch,
+                                         controller_token=controller_token)
         resp = await conn.request(ControlledShutdown, req, version)
         return resp.error_code, [(p.topic_name, p.partition_index) for p in resp.remaining_partitions]
     finally:

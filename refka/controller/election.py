@@ -8,6 +8,10 @@ ever holds a given epoch. The winner keeps the epoch znode's new version:
 the controller puts a check on it in every write it makes, which fences a
 controller that lost its session but has not noticed yet.
 
+The winner also writes a fresh random ``controller_token`` into ``/controller``
+(``token`` while it is controller): its requests carry it, and brokers check it
+against the znode to tell the controller from a client (broker/inter_broker.py).
+
 Every candidate watches ``/controller`` and campaigns again when it goes.
 ``controller_metadata_epoch`` (KIP-232) is kept here too: 0 after an
 election, and each UpdateMetadata broadcast takes the next value
@@ -27,6 +31,7 @@ enqueues an event).
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import Callable
 
 import structlog
@@ -63,6 +68,7 @@ class ControllerElection:
         self._on_resigned = on_resigned
         self.epoch = -1  # our controller epoch while we are the controller
         self.epoch_zk_version = -1  # the version of /controller_epoch we wrote
+        self.token = -1  # the controller_token we wrote into /controller, while we are the controller
         self.metadata_epoch = 0
         self.active_controller_id = -1  # whoever holds /controller, as last seen
         self._task: asyncio.Task[None] | None = None
@@ -141,6 +147,7 @@ class ControllerElection:
     def _lose(self) -> None:
         self.epoch = -1
         self.epoch_zk_version = -1
+        self.token = -1
 
     # -- the campaign
 
@@ -171,24 +178,28 @@ class ControllerElection:
                     data, stat = await store.get(znodes.CONTROLLER)
                 except NoNodeError:
                     continue
-                holder = znodes.ControllerZnode.from_json(data).broker_id
+                znode = znodes.ControllerZnode.from_json(data)
+                holder = znode.broker_id
                 self.active_controller_id = holder
                 ours = stat.ephemeral_owner == store.session_id and holder == self.broker_id
                 if ours and not self.is_controller:
                     # Our own transaction went through before a connection loss.
                     data, estat = await store.get(znodes.CONTROLLER_EPOCH)
-                    self._win(znodes.decode_int(data), estat.version)
+                    self._win(znodes.decode_int(data), estat.version, znode.controller_token)
                 elif not ours and self.is_controller:
                     log.warning("controller_moved", broker=self.broker_id, to=holder)
                     self._lose()
                     self._on_resigned()
                 return  # the watch brings us back when it changes
             epoch, version = await self._read_epoch()
+            token = secrets.randbits(63)
             try:
                 await (
                     store.transaction()
                     .create(
-                        znodes.CONTROLLER, znodes.ControllerZnode(self.broker_id).to_json(), ephemeral=True
+                        znodes.CONTROLLER,
+                        znodes.ControllerZnode(self.broker_id, controller_token=token).to_json(),
+                        ephemeral=True,
                     )
                     .set_data(znodes.CONTROLLER_EPOCH, znodes.encode_int(epoch + 1), version=version)
                     .commit()
@@ -196,7 +207,7 @@ class ControllerElection:
             except (NodeExistsError, BadVersionError):
                 continue  # another candidate won this round: watch it
             self.active_controller_id = self.broker_id
-            self._win(epoch + 1, version + 1)
+            self._win(epoch + 1, version + 1, token)
             return
 
     async def _read_epoch(self) -> tuple[int, int]:
@@ -210,9 +221,10 @@ class ControllerElection:
                 except NodeExistsError:
                     pass
 
-    def _win(self, epoch: int, zk_version: int) -> None:
+    def _win(self, epoch: int, zk_version: int, token: int) -> None:
         self.epoch = epoch
         self.epoch_zk_version = zk_version
+        self.token = token
         self.metadata_epoch = 0
         log.info("controller_elected", broker=self.broker_id, epoch=epoch)
         self._on_elected(epoch)

@@ -18,7 +18,10 @@ to the channel (channel.py does the delivery). The order is Kafka's:
    (the live brokers changed: the broker list itself is the news).
 3. StopReplica to each broker named: (delete, leader_epoch) per partition.
 
-Requests go only to live brokers; a broker that left meanwhile gets nothing.
+Every request carries the controller's epoch and, as refka's tagged
+``controller_token``, the token of its election, by which brokers know it
+comes from the controller (broker/inter_broker.py). Requests go only to live
+brokers; a broker that left meanwhile gets nothing.
 The controller does not wait for the answers, except the KIP-253 expansion,
 which sends its LeaderAndIsr alone (``send_leader_and_isr``) and waits.
 """
@@ -87,7 +90,7 @@ class BatchSender:
         self.controller_id = controller_id
         self.context = context
         self.channel = channel
-        self.election = election  # the controller epoch and controller_metadata_epoch
+        self.election = election  # the controller epoch, token and controller_metadata_epoch
         self.listener = inter_broker_listener_name
 
     def send(self, batch: RequestBatch) -> None:
@@ -187,6 +190,7 @@ class BatchSender:
             controller_id=self.controller_id,
             controller_epoch=self.election.epoch,
             broker_epoch=ctx.broker_epochs.get(broker_id, -1),
+            controller_token=self.election.token,
             type=TYPE_FULL if full else TYPE_INCREMENTAL,
             topic_states=topic_states,
             live_leaders=live_leaders,
@@ -277,6 +281,7 @@ class BatchSender:
             controller_id=self.controller_id,
             controller_epoch=epoch,
             broker_epoch=ctx.broker_epochs.get(broker_id, -1),
+            controller_token=self.election.token,
             topic_states=topic_states,
             live_brokers=live_brokers,
             controller_metadata_epoch=metadata_epoch,
@@ -298,5 +303,6 @@ class BatchSender:
             controller_id=self.controller_id,
             controller_epoch=self.election.epoch,
             broker_epoch=self.context.broker_epochs.get(broker_id, -1),
+            controller_token=self.election.token,
             topic_states=[TS(topic_name=t, partition_states=ps) for t, ps in by_topic.items()],
         )

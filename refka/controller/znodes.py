@@ -7,7 +7,8 @@ so a ZooKeeper shared with tools that know Kafka's layout reads naturally.
 ::
 
     /cluster/id                                  {"version":"1","id":"..."}
-    /controller                                  {"version":2,"brokerid":1,"timestamp":"..."}   ephemeral
+    /controller                                  {"version":2,"brokerid":1,"timestamp":"...",
+                                                  "controller_token":"..."}                     ephemeral
     /controller_epoch                            3                                              (text)
     /partition_epoch                             41                                             (text; refka)
     /brokers/ids/<id>                            BrokerInfo                                     ephemeral
@@ -213,20 +214,31 @@ class BrokerInfo:
 
 @dataclass(frozen=True)
 class ControllerZnode:
-    """``/controller``: ``{"version":2,"brokerid":1,"timestamp":"1700000000000"}`` (ephemeral)."""
+    """``/controller``: ``{"version":2,"brokerid":1,"timestamp":"1700000000000"}`` (ephemeral),
+    and refka's ``"controller_token"``: a random number the winner of the election
+    writes with it, which brokers take from here to tell the controller's requests (and
+    each other's ControlledShutdown) from a client's (broker/inter_broker.py). Kept as
+    text, like the timestamp, since it does not fit a JavaScript number. Absent (-1)
+    when written by an older refka.
+    """
 
     broker_id: int
     timestamp: str = field(default_factory=_now_ms)
+    controller_token: int = -1
 
     VERSION = 2
 
     def to_json(self) -> bytes:
-        return _dumps({"version": self.VERSION, "brokerid": self.broker_id, "timestamp": self.timestamp})
+        doc: dict[str, Any] = {"version": self.VERSION, "brokerid": self.broker_id, "timestamp": self.timestamp}
+        if self.controller_token >= 0:
+            doc["controller_token"] = str(self.controller_token)
+        return _dumps(doc)
 
     @classmethod
     def from_json(cls, data: bytes) -> ControllerZnode:
         doc = _loads(data)
-        return cls(broker_id=int(doc["brokerid"]), timestamp=str(doc.get("timestamp", "")))
+        return cls(broker_id=int(doc["brokerid"]), timestamp=str(doc.get("timestamp", "")),
+                   controller_token=int(doc.get("controller_token", -1)))
 
 
 def encode_int(value: int) -> bytes:

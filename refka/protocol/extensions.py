@@ -28,3 +28,8 @@ TAG_OFFSET_TOPIC_EPOCH = 10233
 TAG_PARTITION_COUNTS = 10253
 # MetadataResponse top level: max_partition_epoch; KIP-253.
 TAG_MAX_PARTITION_EPOCH = 10254
+# LeaderAndIsr / StopReplica / UpdateMetadata / ControlledShutdown requests, top level:
+# controller_token, the random number the controller wrote into /controller with its
+# election. Only the metadata store and the brokers that read it know it, so it is how a
+# connection proves it is a broker's (refka's own, no KIP; broker/inter_broker.py).
+TAG_CONTROLLER_TOKEN = 10100

@@ -538,10 +538,11 @@ def test_config_from_kafka_properties() -> None:
 class TinyBroker:
     """Answers ApiVersions and the controller's requests; records what it decoded."""
 
-    def __init__(self, drop_first: int = 0) -> None:
+    def __init__(self, drop_first: int = 0, refuse_first: int = 0) -> None:
         self.received: list[tuple[str, int, Any]] = []
         self.connections = 0
         self.drop_first = drop_first
+        self.refuse_first = refuse_first  # answered CLUSTER_AUTHORIZATION_FAILED
         self.server: asyncio.base_events.Server | None = None
 
     async def start(self) -> int:
@@ -580,6 +581,9 @@ class TinyBroker:
                         writer.close()  # no answer: the controller must retry
                         return
                     response = api.Response(error_code=0)
+                    if self.refuse_first > 0:
+                        self.refuse_first -= 1
+                        response.error_code = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
                 body = join(api.encode_response(response, version))
                 header = encode_response_header(cid, api.response_header_version(version))
                 writer.write(struct.pack(">i", len(header) + len(body)) + header + body)
@@ -650,6 +654,24 @@ async def test_controller_channel_talks_kafka_to_a_broker() -> None:
         channel.remove_broker(7)
         with pytest.raises(BrokerGoneError):
             await channel.send(7, LeaderAndIsr, req)
+    finally:
+        await channel.stop()
+        await broker.stop()
+
+
+async def test_channel_retries_a_request_the_broker_did_not_take_for_the_controllers() -> None:
+    """CLUSTER_AUTHORIZATION_FAILED: the broker has not seen our election yet (its store
+    read lags): the same request again, after the backoff, on the same connection."""
+    broker = TinyBroker(refuse_first=2)
+    port = await broker.start()
+    channel = ControllerChannel(controller_id=1, retry_backoff=0.01, max_retry_backoff=0.05)
+    try:
+        channel.update_brokers({1: znodes.BrokerInfo(1, (znodes.Endpoint("PLAINTEXT", "127.0.0.1", port),))})
+        request = UpdateMetadata.Request(controller_id=1, controller_epoch=1, controller_token=77)
+        response = await asyncio.wait_for(channel.send(1, UpdateMetadata, request), 10)
+        assert response.error_code == 0
+        assert [(name, r.controller_token) for name, _v, r in broker.received] == [("UpdateMetadata", 77)] * 3
+        assert broker.connections == 1
     finally:
         await channel.stop()
         await broker.stop()

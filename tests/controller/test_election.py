@@ -51,6 +51,27 @@ async def test_one_winner_and_the_epoch_moves_on(stores) -> None:
     assert await stores.first.exists(znodes.CONTROLLER) is None
 
 
+async def test_each_election_writes_a_fresh_controller_token_into_the_znode(stores) -> None:
+    sessions = [await stores.session() for _ in range(2)]
+    candidates = [Candidate(s, b) for b, s in enumerate(sessions, start=1)]
+    await asyncio.gather(*(c.election.start() for c in candidates))
+    await wait_until_async(lambda: any(c.election.is_controller for c in candidates), 10)
+    first = next(c for c in candidates if c.election.is_controller)
+    loser = next(c for c in candidates if c is not first)
+    token = first.election.token
+    assert 0 <= token < 2**63 and loser.election.token == -1
+    znode = znodes.ControllerZnode.from_json((await stores.first.get(znodes.CONTROLLER))[0])
+    assert (znode.broker_id, znode.controller_token) == (first.election.broker_id, token)
+
+    await first.election.stop()  # gives up /controller: the other wins with a token of its own
+    await wait_until_async(lambda: loser.election.is_controller, 15)
+    assert first.election.token == -1
+    assert loser.election.token not in (-1, token)
+    znode = znodes.ControllerZnode.from_json((await stores.first.get(znodes.CONTROLLER))[0])
+    assert znode.controller_token == loser.election.token
+    await loser.election.stop()
+
+
 async def test_a_controller_on_each_store_creates_a_topic(stores) -> None:
     await admin.ensure_cluster(stores.first)
     brokers = []

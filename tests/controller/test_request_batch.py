@@ -50,11 +50,25 @@ def sender(channel: FakeChannel) -> BatchSender:
     ctx.max_partition_epoch = 12
     election = ControllerElection(EmbeddedStore(None), 1, lambda epoch: None, lambda: None)
     election.epoch = 7
+    election.token = 4242
     return BatchSender(1, ctx, channel, election, None)
 
 
 def sent(channel: FakeChannel) -> list[tuple[int, str]]:
     return [(b, api) for b, api, _ in channel.sent]
+
+
+async def test_every_request_carries_the_controller_token_of_the_election(
+    sender: BatchSender, channel: FakeChannel,
+) -> None:
+    batch = RequestBatch()
+    batch.add_leader_and_isr([1], ("t", 0))
+    batch.update_metadata.add(("t", 0))
+    batch.add_stop_replica(1, ("t", 1), delete=False, leader_epoch=4)
+    sender.send(batch)
+    assert [(api, r.controller_token) for _b, api, r in channel.sent] == [
+        ("LeaderAndIsr", 4242), ("UpdateMetadata", 4242), ("UpdateMetadata", 4242), ("StopReplica", 4242),
+    ]
 
 
 async def test_leader_and_isr_then_update_metadata_then_stop_replica_to_live_brokers_only(

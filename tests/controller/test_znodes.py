@@ -62,6 +62,10 @@ def test_controller_and_epochs() -> None:
     c = z.ControllerZnode(broker_id=2, timestamp="1")
     assert keys(c.to_json()) == {"version": 2, "brokerid": 2, "timestamp": "1"}
     assert z.ControllerZnode.from_json(c.to_json()) == c
+    # refka's controller_token, as text (63 bits do not fit a JavaScript number).
+    t = z.ControllerZnode(broker_id=2, timestamp="1", controller_token=2**62 + 5)
+    assert keys(t.to_json()) == {"version": 2, "brokerid": 2, "timestamp": "1", "controller_token": str(2**62 + 5)}
+    assert z.ControllerZnode.from_json(t.to_json()) == t
     assert z.encode_int(7) == b"7" and z.decode_int(b"7") == 7
     cid = z.ClusterId("abc")
     assert keys(cid.to_json()) == {"version": "1", "id": "abc"}

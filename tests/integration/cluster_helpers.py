@@ -56,6 +56,12 @@ class Raw:
             out += chunk
         return bytes(out)
 
+    def call_bytes(self, request: bytes) -> bytes:
+        """Sends ``request`` (a whole frame, size prefix included) as it is; the response frame."""
+        self.sock.sendall(request)
+        (n,) = _I32.unpack(self._exactly(4))
+        return self._exactly(n)
+
     def call_raw(self, api: Api, body: Any, version: int) -> tuple[Any, bytes]:
         """The decoded response and its body bytes (the frame after the response header)."""
         self.cid += 1
@@ -212,11 +218,23 @@ def stored_batches(path: Path) -> bytes:
 class InProcessCluster:
     """``refka.broker.server.Cluster`` (``n`` brokers, embedded store) on its own event
     loop in a thread, so a test can stop and start a broker while clients run, and
-    look at broker state on the loop that owns it."""
+    look at broker state on the loop that owns it. With ``inter_broker_listener``, each
+    broker has a CLIENT listener (the one ``bootstrap`` names) and that one, as its
+    ``inter.broker.listener.name``."""
 
-    def __init__(self, data_dir: Path, n: int = 3, overrides: dict[str, str] | None = None) -> None:
+    def __init__(self, data_dir: Path, n: int = 3, overrides: dict[str, str] | None = None, *,
+                 inter_broker_listener: str | None = None) -> None:
         base = BrokerConfig.load(None, environ={}, overrides={**FAST, **(overrides or {}), "log.dirs": str(data_dir)})
-        self.configs = broker_configs(base, n, "127.0.0.1", free_port_block(n), data_dir)
+        if inter_broker_listener is None:
+            self.configs = broker_configs(base, n, "127.0.0.1", free_port_block(n), data_dir)
+        else:
+            port = free_port_block(2 * n)
+            self.configs = [base.with_overrides(**{
+                "broker.id": str(i),
+                "listeners": f"CLIENT://127.0.0.1:{port + i},{inter_broker_listener}://127.0.0.1:{port + n + i}",
+                "inter.broker.listener.name": inter_broker_listener,
+                "log.dirs": str(data_dir / f"broker-{i}"),
+            }) for i in range(n)]
         self.cluster = Cluster(self.configs, memory=False, data_dir=data_dir)
         self.loop = asyncio.new_event_loop()
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)

@@ -91,6 +91,11 @@ def controller_of(kz: KazooClient) -> int:
     return int(get_json(kz, "/controller")[0]["brokerid"])
 
 
+def controller_token(kz: KazooClient) -> int:
+    """refka's controller_token in /controller: what lets a connection prove it is a broker's."""
+    return int(get_json(kz, "/controller")[0]["controller_token"])
+
+
 def controller_epoch(kz: KazooClient) -> int:
     data, _ = kz.get("/controller_epoch")
     return int(data.decode().strip())
@@ -140,6 +145,7 @@ def test_znodes_match_the_design(zk3, kz):
     ctl, stat = get_json(kz, "/controller")
     assert stat.ephemeralOwner != 0
     assert ctl["version"] == 2 and ctl["brokerid"] in (0, 1, 2) and int(ctl["timestamp"]) > 0
+    assert ctl["controller_token"].isdigit(), "refka's token of the election, as text"
     owner_of = {get_json(kz, f"/brokers/ids/{b}")[1].ephemeralOwner: b for b in range(3)}
     assert owner_of[stat.ephemeralOwner] == ctl["brokerid"], "/controller belongs to the controller's session"
     epoch = controller_epoch(kz)
@@ -272,17 +278,20 @@ def test_controller_failover_bumps_controller_epoch(zk3, kz):
         assert md_epochs(zk3.port(b))[0] == new_epoch
 
     # A controller request from the old controller's epoch is fenced (an empty StopReplica changes
-    # nothing either way); one from the current epoch is accepted.
+    # nothing either way); one from the current epoch is accepted. Only a broker's connection is
+    # answered either (inter_broker.py): the first request proves it with the controller's
+    # token from /controller, as only brokers can, and the old epoch comes after it.
+    token = controller_token(kz)
     for b in survivors:
-        for epoch, want in ((f["old_epoch"], ErrorCode.STALE_CONTROLLER_EPOCH), (new_epoch, ErrorCode.NONE)):
-            raw = Raw(zk3.port(b))
-            try:
+        raw = Raw(zk3.port(b))
+        try:
+            for epoch, want in ((new_epoch, ErrorCode.NONE), (f["old_epoch"], ErrorCode.STALE_CONTROLLER_EPOCH)):
                 resp, _ = raw.call_raw(StopReplica, StopReplica.Request(
                     controller_id=old_ctl if epoch == f["old_epoch"] else f["new_ctl"],
-                    controller_epoch=epoch, broker_epoch=-1, topic_states=[]), 3)
-            finally:
-                raw.close()
-            assert resp.error_code == want, (b, epoch, resp)
+                    controller_epoch=epoch, broker_epoch=-1, topic_states=[], controller_token=token), 3)
+                assert resp.error_code == want, (b, epoch, resp)
+        finally:
+            raw.close()
     assert md_epochs(port)[0] == new_epoch, "a fenced request leaves the metadata alone"
 
 
@@ -347,14 +356,17 @@ def test_session_expiry_of_a_follower_and_rejoin(zk3, kz):
 
     # Its broker epoch is the new registration's czxid (KIP-380): a controller request
     # addressed to the expired registration is STALE_BROKER_EPOCH; to this one, or to
-    # no epoch in particular (-1), it is accepted.
+    # no epoch in particular (-1), it is accepted. (Each proves it comes from the
+    # controller with the token in /controller.)
     ctl_epoch = int(kz.get("/controller_epoch")[0])
+    token = controller_token(kz)
     for broker_epoch, want in ((old_czxid, ErrorCode.STALE_BROKER_EPOCH), (st.czxid, ErrorCode.NONE),
                                (-1, ErrorCode.NONE)):
         raw = Raw(zk3.port(victim))
         try:
             resp, _ = raw.call_raw(StopReplica, StopReplica.Request(
-                controller_id=ctl, controller_epoch=ctl_epoch, broker_epoch=broker_epoch, topic_states=[]), 3)
+                controller_id=ctl, controller_epoch=ctl_epoch, broker_epoch=broker_epoch, topic_states=[],
+                controller_token=token), 3)
         finally:
             raw.close()
         assert resp.error_code == want, (broker_epoch, resp)

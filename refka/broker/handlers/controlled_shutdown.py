@@ -2,8 +2,12 @@
 leadership away from it before it stops.
 
 Behavior:
-- Inter-broker only (not advertised to clients), served by the active
-  controller; any other broker answers NOT_CONTROLLER.
+- Only from a broker (inter_broker.py: the inter-broker listener, or a request
+  carrying the registered controller's token, which only brokers read from
+  /controller): else CLUSTER_AUTHORIZATION_FAILED, as Kafka answers a client
+  without ClusterAction. Advertised in ApiVersions on every listener, as Kafka's
+  ZooKeeper-mode brokers do.
+- Served by the active controller; any other broker answers NOT_CONTROLLER.
 - The controller (controller.py, _on_controlled_shutdown) marks the broker as
   shutting down, elects another live ISR replica for every partition it leads
   (leader epoch + 1, the broker out of the ISR), takes it out of the ISR of
@@ -18,7 +22,7 @@ Behavior:
 
 Version notes:
 - v0 request header v0 (no client id). v1 same body. v2 broker_epoch
-  (KIP-380). v3 flexible (KIP-482).
+  (KIP-380). v3 flexible (KIP-482; refka's controller_token).
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ RPart = Resp.RemainingPartition
 
 @handles(ControlledShutdown.key, 0, 3, inter_broker=True)
 async def handle_controlled_shutdown(ctx, req):
+    refused = await ctx.broker.inter_broker.admit_controlled_shutdown(ctx, req.broker_id, req.controller_token)
+    if refused != ErrorCode.NONE:
+        return Resp(error_code=refused, remaining_partitions=[])
     side = ctx.broker.controller_side
     controller = side.active_controller if side is not None else None
     if controller is None:

@@ -1,11 +1,17 @@
 """LeaderAndIsr (key 4), v0-v7: the controller tells a replica its role.
 
 Behavior:
+- Only from a broker (inter_broker.py: the inter-broker listener, or a
+  connection that carried the registered controller's token, id and epoch):
+  else CLUSTER_AUTHORIZATION_FAILED, top level and for every partition, as
+  Kafka answers a client without ClusterAction.
 - Only to this registration of the broker: a broker_epoch (v2+) older than
   its current one (the czxid of /brokers/ids/<id>, KIP-380) is
   STALE_BROKER_EPOCH for the whole request; -1 is not checked.
 - Only from the controller: a controller_epoch older than the newest this
-  broker has seen is STALE_CONTROLLER_EPOCH for the whole request.
+  broker obeyed, or than the store's, is STALE_CONTROLLER_EPOCH for the whole
+  request; one newer than the store's /controller_epoch is
+  CLUSTER_AUTHORIZATION_FAILED (never adopted).
 - Per partition: a leader_epoch older than the one this broker has is
   STALE_CONTROLLER_EPOCH for that partition (the request is late); otherwise
   the partition is created if needed (its log opened with the topic's configs
@@ -26,8 +32,9 @@ Behavior:
 
 Version notes:
 - v1 is_new. v2 topic states grouped by topic, broker_epoch. v3 adding/removing
-  replicas (KIP-455). v4 flexible. v5 topic IDs and type (KIP-516). v6
-  leader_recovery_state (KIP-704). v7 is_kraft_controller (KIP-866, always false here).
+  replicas (KIP-455). v4 flexible (refka's controller_token). v5 topic IDs and
+  type (KIP-516). v6 leader_recovery_state (KIP-704). v7 is_kraft_controller
+  (KIP-866, always false here).
 """
 
 from __future__ import annotations
@@ -56,12 +63,27 @@ def _states(req, v):
             yield ps.topic_name, ZERO_UUID, ps, None
 
 
+def _response(v, error, errors):
+    """The answer: ``error`` at the top, then (topic, topic ID, partition, error) per partition."""
+    if v >= 5:
+        by_topic: dict = {}
+        for _topic, topic_id, index, err in errors:
+            by_topic.setdefault(topic_id, []).append(RPartErr(partition_index=index, error_code=err))
+        return Resp(error_code=error,
+                    topics=[RTopicErr(topic_id=tid, partition_errors=pe) for tid, pe in by_topic.items()])
+    return Resp(error_code=error,
+                partition_errors=[RPartErr(topic_name=t, partition_index=i, error_code=e) for t, _tid, i, e in errors])
+
+
 @handles(LeaderAndIsr.key, 0, 7, inter_broker=True)
 async def handle_leader_and_isr(ctx, req):
     broker = ctx.broker
     v = ctx.api_version
-    fenced = broker.fence_control_request(req.controller_epoch,
-                                          req.broker_epoch if ctx.api_version >= 2 else -1)
+    fenced = await broker.inter_broker.admit_control_request(
+        ctx, req.controller_id, req.controller_epoch, req.broker_epoch if v >= 2 else -1, req.controller_token)
+    if fenced == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+        return _response(v, fenced, [(topic, topic_id, ps.partition_index, fenced)
+                                     for topic, topic_id, ps, _counts in _states(req, v)])
     if fenced != ErrorCode.NONE:
         return Resp(error_code=fenced)
     errors = []
@@ -99,11 +121,4 @@ async def handle_leader_and_isr(ctx, req):
             except OSError:
                 err = ErrorCode.KAFKA_STORAGE_ERROR
         errors.append((topic, topic_id, ps.partition_index, err))
-    if v >= 5:
-        by_topic: dict = {}
-        for _topic, topic_id, index, err in errors:
-            by_topic.setdefault(topic_id, []).append(RPartErr(partition_index=index, error_code=err))
-        return Resp(error_code=ErrorCode.NONE,
-                    topics=[RTopicErr(topic_id=tid, partition_errors=pe) for tid, pe in by_topic.items()])
-    return Resp(error_code=ErrorCode.NONE,
-                partition_errors=[RPartErr(topic_name=t, partition_index=i, error_code=e) for t, _tid, i, e in errors])
+    return _response(v, ErrorCode.NONE, errors)

@@ -1,10 +1,16 @@
 """StopReplica (key 5), v0-v4: the controller takes a partition away from this broker.
 
 Behavior:
+- Only from a broker (inter_broker.py: the inter-broker listener, or a
+  connection that carried the registered controller's token, id and epoch):
+  else CLUSTER_AUTHORIZATION_FAILED, top level and for every partition, as
+  Kafka answers a client without ClusterAction.
 - Only to this registration of the broker: a broker_epoch (v1+) older than its
   current one (the czxid of /brokers/ids/<id>, KIP-380) is STALE_BROKER_EPOCH
   for the whole request; -1 is not checked.
-- Only from the controller (STALE_CONTROLLER_EPOCH for an older epoch).
+- Only from the controller: an epoch older than the newest obeyed, or than
+  the store's, is STALE_CONTROLLER_EPOCH; one newer than the store's
+  /controller_epoch is CLUSTER_AUTHORIZATION_FAILED (never adopted).
 - Each partition stops being served here; with delete_partition its log
   directory is removed (topic deletion, reassignment away). A leader_epoch
   (v3+) older than the local one is FENCED_LEADER_EPOCH for that partition; -2
@@ -13,8 +19,8 @@ Behavior:
   the group coordinator.
 
 Version notes:
-- v1 topics grouped, broker_epoch. v2 flexible. v3 per-partition leader epoch
-  and delete flag (KIP-570). v4 is_kraft_controller.
+- v1 topics grouped, broker_epoch. v2 flexible (refka's controller_token). v3
+  per-partition leader epoch and delete flag (KIP-570). v4 is_kraft_controller.
 """
 
 from __future__ import annotations
@@ -45,10 +51,15 @@ def _partitions(req, v):
 
 
 @handles(StopReplica.key, 0, 4, inter_broker=True)
-def handle_stop_replica(ctx, req):
+async def handle_stop_replica(ctx, req):
     broker = ctx.broker
-    fenced = broker.fence_control_request(req.controller_epoch,
-                                          req.broker_epoch if ctx.api_version >= 1 else -1)
+    fenced = await broker.inter_broker.admit_control_request(
+        ctx, req.controller_id, req.controller_epoch, req.broker_epoch if ctx.api_version >= 1 else -1,
+        req.controller_token)
+    if fenced == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+        return Resp(error_code=fenced, partition_errors=[
+            RErr(topic_name=topic, partition_index=index, error_code=fenced)
+            for topic, index, _epoch, _delete in _partitions(req, ctx.api_version)])
     if fenced != ErrorCode.NONE:
         return Resp(error_code=fenced)
     errors = []

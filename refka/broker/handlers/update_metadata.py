@@ -1,11 +1,16 @@
 """UpdateMetadata (key 6), v0-v8: the controller's view of the cluster for the metadata cache.
 
 Behavior:
+- Only from a broker (inter_broker.py: the inter-broker listener, or a
+  connection that carried the registered controller's token, id and epoch):
+  else CLUSTER_AUTHORIZATION_FAILED, and nothing changes.
 - Only to this registration of the broker: a broker_epoch (v5+) older than
   its current one (the czxid of /brokers/ids/<id>, KIP-380) is
   STALE_BROKER_EPOCH for the whole request; -1 is not checked.
 - Only from the controller: a controller_epoch older than the newest this
-  broker has seen is STALE_CONTROLLER_EPOCH and changes nothing.
+  broker obeyed, or than the store's, is STALE_CONTROLLER_EPOCH and changes
+  nothing; one newer than the store's /controller_epoch is
+  CLUSTER_AUTHORIZATION_FAILED (never adopted).
 - live_brokers replaces the broker list. Each topic state replaces the
   partitions it names; a partition whose leader is -2 (Kafka's
   LeaderDuringDelete) is removed, and a topic left with none is gone.
@@ -16,7 +21,8 @@ Behavior:
 
 Version notes:
 - v1 endpoints. v2 rack. v3 listener names. v4 offline replicas. v5 topic
-  states grouped, broker_epoch. v6 flexible. v7 topic IDs. v8 type (KRaft migration).
+  states grouped, broker_epoch. v6 flexible (refka's controller_token). v7 topic
+  IDs. v8 type (KRaft migration).
 """
 
 from __future__ import annotations
@@ -45,11 +51,11 @@ def _topic_states(req, v):
 
 
 @handles(UpdateMetadata.key, 0, 8, inter_broker=True)
-def handle_update_metadata(ctx, req):
+async def handle_update_metadata(ctx, req):
     broker = ctx.broker
     v = ctx.api_version
-    fenced = broker.fence_control_request(req.controller_epoch,
-                                          req.broker_epoch if ctx.api_version >= 5 else -1)
+    fenced = await broker.inter_broker.admit_control_request(
+        ctx, req.controller_id, req.controller_epoch, req.broker_epoch if v >= 5 else -1, req.controller_token)
     if fenced != ErrorCode.NONE:
         return Resp(error_code=fenced)
     cache = broker.metadata

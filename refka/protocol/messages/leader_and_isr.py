@@ -15,11 +15,12 @@ seeds' name ``zk_version`` because ``partition_epoch`` is KIP-232's epoch here.
 refka extensions (tagged, flexible versions, see extensions.py): per topic the
 KIP-253 partition counts, so a leader learns undeleted_partition_count in the
 same request as the leader epoch it goes with; per partition the KIP-232
-partition_epoch.
+partition_epoch; top level the controller_token that identifies the controller
+(only brokers may send this API).
 """
 
 from ..api import Api
-from ..extensions import TAG_EPOCHS, TAG_PARTITION_COUNTS
+from ..extensions import TAG_CONTROLLER_TOKEN, TAG_EPOCHS, TAG_PARTITION_COUNTS
 from ..schema import BOOL, INT8, INT16, INT32, INT64, STRING, UUID, api, array, field, struct
 
 TYPE_INCREMENTAL = 0
@@ -148,6 +149,15 @@ LeaderAndIsr = Api(
                     )
                 ),
                 about="The endpoints of the leaders named in the partition states.",
+            ),
+            field(
+                "controller_token",
+                INT64,
+                "4+",
+                tag=TAG_CONTROLLER_TOKEN,
+                default=-1,
+                about="refka: the token the controller wrote into /controller with its election; "
+                "proves the sender is a broker (broker/inter_broker.py). -1: not sent.",
             ),
         ),
         response=struct(

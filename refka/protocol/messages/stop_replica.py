@@ -5,9 +5,13 @@ Inter-broker only, declared after Kafka 3.x's last ZooKeeper-era versions. v1
 adds broker_epoch and groups partitions by topic. v2 is flexible (KIP-482). v3
 moves delete_partitions into each partition and adds its leader_epoch, so a
 stale request can be fenced (KIP-570). v4 adds is_kraft_controller (KIP-866).
+
+refka extension (tagged, flexible versions, see extensions.py): top level the
+controller_token that identifies the controller (only brokers may send this API).
 """
 
 from ..api import Api
+from ..extensions import TAG_CONTROLLER_TOKEN
 from ..schema import BOOL, INT16, INT32, INT64, STRING, api, array, field, struct
 
 StopReplica = Api(
@@ -82,6 +86,15 @@ StopReplica = Api(
                 ),
                 "3+",
                 about="v3+: per partition, its leader epoch and whether to delete it.",
+            ),
+            field(
+                "controller_token",
+                INT64,
+                "2+",
+                tag=TAG_CONTROLLER_TOKEN,
+                default=-1,
+                about="refka: the token the controller wrote into /controller with its election; "
+                "proves the sender is a broker (broker/inter_broker.py). -1: not sent.",
             ),
         ),
         response=struct(

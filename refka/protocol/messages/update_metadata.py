@@ -11,11 +11,12 @@ refka extensions (tagged, flexible versions, see extensions.py): top level the
 controller_metadata_epoch (KIP-232; the controller_epoch is already there) and
 max_partition_epoch (KIP-253); per topic topic_epoch (KIP-232) and the KIP-253
 partition counts; per partition partition_epoch (KIP-232). Together they are
-what a broker needs to answer MetadataResponse's refka fields.
+what a broker needs to answer MetadataResponse's refka fields. Top level also
+the controller_token that identifies the controller (only brokers may send this API).
 """
 
 from ..api import Api
-from ..extensions import TAG_EPOCHS, TAG_MAX_PARTITION_EPOCH, TAG_PARTITION_COUNTS
+from ..extensions import TAG_CONTROLLER_TOKEN, TAG_EPOCHS, TAG_MAX_PARTITION_EPOCH, TAG_PARTITION_COUNTS
 from ..schema import BOOL, INT8, INT16, INT32, INT64, STRING, UUID, api, array, field, struct
 
 # Kafka's SecurityProtocol ids, as sent in endpoints.
@@ -184,6 +185,15 @@ UpdateMetadata = Api(
                 tag=TAG_MAX_PARTITION_EPOCH,
                 default=-1,
                 about="refka KIP-253: the highest partition_epoch in the cluster.",
+            ),
+            field(
+                "controller_token",
+                INT64,
+                "6+",
+                tag=TAG_CONTROLLER_TOKEN,
+                default=-1,
+                about="refka: the token the controller wrote into /controller with its election; "
+                "proves the sender is a broker (broker/inter_broker.py). -1: not sent.",
             ),
         ),
         response=struct(
