@@ -44,7 +44,7 @@ from refka.protocol.messages.metadata import Metadata
 from .mutate import frame, mutate
 from .seeds import TOPICS, Seeds
 
-ANSWER_WAIT = 0.2  # seconds a worker waits for an answer before it sends the next frame
+ANSWER_WAIT = 0.05  # seconds a worker waits for an answer before it sends the next frame
 HEALTH_TIMEOUT = 5.0
 BAD_EVENTS = ("handler_failed", "response_encode_failed")
 

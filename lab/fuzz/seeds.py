@@ -90,7 +90,7 @@ class Seeds:
         if isinstance(t, Array):
             n = self.rng.choice((0, 1, 1, 2))
             if self._wild():
-                n = self.rng.choice((0, 0, 50, 2000))
+                n = self.rng.choice((0, 0, 20, 200))
                 n = min(n, self._budget // 64)
                 self._budget -= n * 64
             elem = t.element
@@ -110,6 +110,8 @@ class Seeds:
                 return rng.choice(_INT_EDGES[t])
             if "partition" in name and "count" not in name:
                 return rng.choice((0, 1, 2))
+            if "timeout" in name or "wait" in name:
+                return rng.choice((0, 1, 10))  # plausible, and short: a fuzzer does not wait out long polls
             lo, hi = _INT_EDGES[t][0], _INT_EDGES[t][1]
             return min(max(rng.choice(_INT_PLAUSIBLE), lo), hi)
         if t is BOOL:
