@@ -16,8 +16,15 @@ Behavior:
   the commit time, and refka's KIP-232 topic_epoch (tagged, v8+), which
   OffsetFetch returns. (Refusing a stale topic epoch with
   INVALID_INTERNAL_METADATA is not done yet.)
-- An offset commit with retention_time_ms (v2-v4) expires at commit time plus
-  that; others follow offsets.retention.minutes (see group/offsets.py).
+- retention_time_ms (v2-v4): -1 follows offsets.retention.minutes (see
+  group/offsets.py); any other value makes the offset expire at commit time
+  plus that, as Kafka's GroupCoordinatorAdapter computes it. Kafka adds the
+  two as Longs: past 2^63-1 the sum wraps to a negative expire timestamp, so
+  the offset goes at the next expiry check. refka saturates instead: a sum
+  past 2^63-1 is stored as 2^63-1 (the offset never expires by its own
+  timestamp, what the client asked for), and a sum below 0 (a negative
+  retention other than -1) as 0 (expired at the next check, as in Kafka).
+  The value written to __consumer_offsets (v1) always fits and loads back.
 
 Version notes:
 - v2 retention_time_ms. v3 throttle_time_ms. v4 as v3 (KIP-219).
@@ -36,9 +43,21 @@ from refka.protocol.messages.offset_commit import OffsetCommit
 from ..group.offsets import CommittedOffset
 from ..registry import handles
 
+# OffsetCommitRequest.DEFAULT_RETENTION_TIME: the broker's offsets.retention.minutes.
+DEFAULT_RETENTION_TIME = -1
+INT64_MAX = (1 << 63) - 1
+
 Resp = OffsetCommit.Response
 RTopic = Resp.OffsetCommitResponseTopic
 RPart = RTopic.OffsetCommitResponsePartition
+
+
+def expire_timestamp(commit_timestamp: int, retention_time_ms: int) -> int:
+    """When an offset committed with ``retention_time_ms`` expires: -1 (none of its own)
+    for DEFAULT_RETENTION_TIME, else the sum held within 0..2^63-1 (see the header)."""
+    if retention_time_ms == DEFAULT_RETENTION_TIME:
+        return -1
+    return min(max(commit_timestamp + retention_time_ms, 0), INT64_MAX)
 
 
 @handles(OffsetCommit.key, 2, 9)
@@ -47,7 +66,7 @@ async def handle_offset_commit(ctx, req):
     v = ctx.api_version
     cache = broker.metadata
     now = time.time_ns() // 1_000_000
-    retention = req.retention_time_ms if v <= 4 else -1
+    retention = req.retention_time_ms if v <= 4 else DEFAULT_RETENTION_TIME
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], CommittedOffset] = {}
     for t in req.topics:
@@ -61,7 +80,7 @@ async def handle_offset_commit(ctx, req):
                 leader_epoch=p.committed_leader_epoch if v >= 6 else -1,
                 metadata=p.committed_metadata or "",
                 commit_timestamp=now,
-                expire_timestamp=now + retention if retention >= 0 else -1,
+                expire_timestamp=expire_timestamp(now, retention),
                 topic_epoch=p.topic_epoch if v >= 8 else -1,
             )
     if offsets:
