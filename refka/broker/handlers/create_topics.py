@@ -13,6 +13,12 @@ Behavior:
   INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG (unknown name or bad value),
   INVALID_REQUEST (a topic named twice in one request).
 - validate_only checks everything and creates nothing.
+- A request that would write more than 10000 metadata records (one per topic,
+  per config and per partition) is refused whole: every topic
+  POLICY_VIOLATION, "Unable to perform excessively large batch operation.",
+  as Kafka 3.9's KRaft controller answers (QuorumController's
+  MAX_RECORDS_PER_USER_OP). Kafka's ZooKeeper brokers have no such bound: a
+  num_partitions of 2^31-1 exhausts their memory, as it did refka's.
 
 Version notes:
 - v2-v3 as v1 (throttle, v3 quota). v4 defaults via -1 (KIP-464). v5 flexible;
@@ -23,6 +29,8 @@ Version notes:
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
+from typing import Any
 
 from refka.common.topic_config import InvalidConfigError
 from refka.protocol import ErrorCode
@@ -36,19 +44,51 @@ Resp = CreateTopics.Response
 RTopic = Resp.CreatableTopicResult
 RConfig = RTopic.CreatableTopicConfigs
 
+# Kafka's QuorumController.MAX_RECORDS_PER_USER_OP and the PolicyViolationException its
+# controller answers when one request would write more (EventHandlerExceptionInfo).
+MAX_RECORDS_PER_USER_OP = 10_000
+EXCESSIVE_BATCH_MESSAGE = "Unable to perform excessively large batch operation."
+
+
+def _metadata_records(broker: Any, req: Any) -> int:
+    """The metadata records the request's new topics would need, as KRaft counts them:
+    one per topic, per config and per partition. A topic refused anyway (it exists, it
+    is named twice, its partition count is not positive, an assignment comes with a
+    count) writes none."""
+    named = Counter(t.name for t in req.topics)
+    total = 0
+    for t in req.topics:
+        if named[t.name] > 1 or broker.metadata.topic(t.name) is not None:
+            continue
+        if t.assignments:
+            if t.num_partitions != -1 or t.replication_factor != -1:
+                continue
+            partitions = len(t.assignments)
+        else:
+            partitions = t.num_partitions if t.num_partitions != -1 else broker.config["num.partitions"]
+        if partitions > 0:
+            total += 1 + len(t.configs) + partitions
+    return total
+
 
 @handles(CreateTopics.key, 2, 7)
 async def handle_create_topics(ctx, req):
     broker = ctx.broker
     side = broker.controller_side
     v = ctx.api_version
-    names = [t.name for t in req.topics]
+    named = Counter(t.name for t in req.topics)
+    if _metadata_records(broker, req) > MAX_RECORDS_PER_USER_OP:
+        return Resp(topics=[
+            RTopic(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=EXCESSIVE_BATCH_MESSAGE,
+                   num_partitions=-1, replication_factor=-1, configs=[])
+            for t in req.topics
+        ])
     results: list = []
     created: list[str] = []
     for t in req.topics:
         r = RTopic(name=t.name, error_code=ErrorCode.NONE, num_partitions=-1, replication_factor=-1, configs=[])
         results.append(r)
-        if names.count(t.name) > 1:
+        if named[t.name] > 1:
             r.error_code = ErrorCode.INVALID_REQUEST
             r.error_message = f"Topic {t.name} is named more than once in the request."
             continue
