@@ -51,14 +51,14 @@ EXCESSIVE_BATCH_MESSAGE = "Unable to perform excessively large batch operation."
 
 
 def _metadata_records(broker: Any, req: Any) -> int:
-    """The metadata records the request's new topics would need, as KRaft counts them:
-    one per topic, per config and per partition. A topic refused anyway (it exists, it
-    is named twice, its partition count is not positive, an assignment comes with a
-    count) writes none."""
+    """The metadata records the request's topics would need, as KRaft counts them: one
+    per topic, per config and per partition. A topic refused before any assignment
+    (named twice, a partition count that is not positive, an assignment with a count)
+    writes none. One that exists counts: the store says so only after the assignment."""
     named = Counter(t.name for t in req.topics)
     total = 0
     for t in req.topics:
-        if named[t.name] > 1 or broker.metadata.topic(t.name) is not None:
+        if named[t.name] > 1:
             continue
         if t.assignments:
             if t.num_partitions != -1 or t.replication_factor != -1:

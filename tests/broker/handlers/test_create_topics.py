@@ -71,9 +71,10 @@ async def test_the_bound_is_kafkas_10000_records_per_request(topics, refused):
     assert (calls == []) is refused
 
 
-async def test_existing_topics_write_no_records():
-    answers, _ = await create(new_topic("old", 10_000), new_topic("new", 1), existing={"old": 10_000})
-    assert [a[1] for a in answers] == [ErrorCode.NONE, ErrorCode.NONE]  # the fake side creates anything
+async def test_an_existing_topic_counts_too():
+    """The store finds a topic exists only after its partitions are assigned."""
+    answers, calls = await create(new_topic("old", INT32_MAX), existing={"old": 1})
+    assert answers == [("old", ErrorCode.POLICY_VIOLATION, EXCESSIVE_BATCH_MESSAGE)] and calls == []
 
 
 async def grow(*counts: tuple[str, int], existing: dict[str, int]):
