@@ -12,6 +12,10 @@ Behavior:
   COORDINATOR_LOAD_IN_PROGRESS when the group is not (yet) served here.
 - Per partition: UNKNOWN_TOPIC_OR_PARTITION for a partition the metadata does
   not have; OFFSET_METADATA_TOO_LARGE above offset.metadata.max.bytes.
+- A group id longer than a __consumer_offsets key can hold (32767 bytes of
+  UTF-8; flexible versions can carry more) is INVALID_GROUP_ID for every
+  partition, before the group exists. (Kafka's serializer throws there, and
+  its answer is UNKNOWN_SERVER_ERROR.)
 - Stored with each offset: committed_leader_epoch (v6+, KIP-320), metadata,
   the commit time, and refka's KIP-232 topic_epoch (tagged, v8+), which
   OffsetFetch returns. (Refusing a stale topic epoch with
@@ -40,6 +44,7 @@ import time
 from refka.protocol import ErrorCode
 from refka.protocol.messages.offset_commit import OffsetCommit
 
+from ..group import storage
 from ..group.offsets import CommittedOffset
 from ..registry import handles
 
@@ -66,6 +71,8 @@ async def handle_offset_commit(ctx, req):
     v = ctx.api_version
     cache = broker.metadata
     now = time.time_ns() // 1_000_000
+    if not storage.fits(req.group_id):
+        return _answer(req, {}, ErrorCode.INVALID_GROUP_ID)
     retention = req.retention_time_ms if v <= 4 else DEFAULT_RETENTION_TIME
     errors: dict[tuple[str, int], ErrorCode] = {}
     offsets: dict[tuple[str, int], CommittedOffset] = {}
@@ -74,6 +81,10 @@ async def handle_offset_commit(ctx, req):
             tp = (t.name, p.partition_index)
             if cache.partition(t.name, p.partition_index) is None:
                 errors[tp] = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+                continue
+            if p.committed_metadata is not None and not storage.fits(p.committed_metadata):
+                # Even with offset.metadata.max.bytes set above what the record can hold.
+                errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 continue
             offsets[tp] = CommittedOffset(
                 offset=p.committed_offset,
@@ -88,9 +99,13 @@ async def handle_offset_commit(ctx, req):
             req.group_id, req.member_id, req.group_instance_id if v >= 7 else None,
             req.generation_id_or_member_epoch, offsets,
         ))
+    return _answer(req, errors, ErrorCode.NONE)
+
+
+def _answer(req, errors: dict[tuple[str, int], ErrorCode], otherwise: ErrorCode):
     return Resp(topics=[
         RTopic(name=t.name, partitions=[
-            RPart(partition_index=p.partition_index, error_code=errors.get((t.name, p.partition_index), ErrorCode.NONE))
+            RPart(partition_index=p.partition_index, error_code=errors.get((t.name, p.partition_index), otherwise))
             for p in t.partitions
         ])
         for t in req.topics
