@@ -120,17 +120,6 @@ async def test_client_requests_wait_until_the_broker_is_ready(conn):
     assert answered_correlation_ids(conn.transport_.written) == [1]
 
 
-@pytest.mark.parametrize("frame", [
-    (-1).to_bytes(4, "big", signed=True),  # negative length
-    (2 << 20).to_bytes(4, "big") + b"x",  # above socket.request.max.bytes
-    (8).to_bytes(4, "big") + (999).to_bytes(2, "big") + bytes(6),  # unknown API key
-])
-async def test_a_peer_that_breaks_the_protocol_loses_its_connection(conn, frame):
-    feed(conn, frame)
-    assert conn.closed and conn.transport_.closed and conn.transport_.written == b""
-
-
-
 def _raises(ctx, req):
     raise RuntimeError("a bug of ours")
 
@@ -160,3 +149,13 @@ async def test_our_own_failure_is_logged_with_its_traceback_and_the_peer(conn, m
     assert failed.get("exc_info")  # the traceback: this one is ours to fix
     [closing] = [e for e in logs if e["event"] == "closing_after_handler_failure"]
     assert closing["peer"] == "127.0.0.1:50000" and closing["log_level"] == "warning"
+
+
+@pytest.mark.parametrize("frame", [
+    (-1).to_bytes(4, "big", signed=True),  # negative length
+    (2 << 20).to_bytes(4, "big") + b"x",  # above socket.request.max.bytes
+    (8).to_bytes(4, "big") + (999).to_bytes(2, "big") + bytes(6),  # unknown API key
+])
+async def test_a_peer_that_breaks_the_protocol_loses_its_connection(conn, frame):
+    feed(conn, frame)
+    assert conn.closed and conn.transport_.closed and conn.transport_.written == b""
