@@ -20,7 +20,6 @@ from refka.broker.group.coordinator import partition_for
 from refka.broker.group.storage import OFFSETS_TOPIC, OffsetKey, decode_record
 from refka.protocol import ErrorCode
 from refka.protocol.messages.alter_configs import AlterConfigs
-from refka.protocol.messages.create_partitions import CreatePartitions
 from refka.protocol.messages.create_topics import CreateTopics
 from refka.protocol.messages.describe_configs import DescribeConfigs
 from refka.protocol.messages.describe_groups import DescribeGroups
@@ -181,24 +180,6 @@ def test_metadata_v12_by_an_unknown_topic_id_answers_a_null_name(broker):
         assert [(t.error_code, t.name, t.topic_id) for t in md.topics] == [
             (ErrorCode.UNKNOWN_TOPIC_ID, None, unknown)]
         assert [b.port for b in md.brokers] == [broker.port]
-    assert_quiet(broker, c, since)
-
-
-def test_create_topics_past_kafkas_record_bound_is_a_policy_violation(broker):
-    R = CreateTopics.Request
-    # validate_only: were the bound gone, 10001 partitions would only be assigned, not created.
-    topic = R.CreatableTopic(name="fz-huge", num_partitions=10_000, replication_factor=1, assignments=[],
-                             configs=[])
-    since = log_size(broker)
-    with RawClient(broker) as c:
-        resp = c.call(CreateTopics, R(topics=[topic], timeout_ms=5_000, validate_only=True), 7)
-        assert [(t.name, t.error_code, t.error_message) for t in resp.topics] == [
-            ("fz-huge", ErrorCode.POLICY_VIOLATION, "Unable to perform excessively large batch operation.")]
-        R2 = CreatePartitions.Request
-        resp = c.call(CreatePartitions, R2(topics=[R2.CreatePartitionsTopic(name=TOPIC, count=10_002, assignments=None)],
-                                           timeout_ms=5_000, validate_only=True), 3)
-        assert [(r.name, r.error_code) for r in resp.results] == [(TOPIC, ErrorCode.POLICY_VIOLATION)]
-        c.api_versions()
     assert_quiet(broker, c, since)
 
 

@@ -11,10 +11,6 @@ Behavior:
   INVALID_REPLICA_ASSIGNMENT. The answer waits, up to timeout_ms, for the new
   partitions to show up in this broker's metadata.
 - validate_only checks and changes nothing.
-- A request adding more than 10000 partitions in all is refused whole: every
-  topic POLICY_VIOLATION, as Kafka 3.9's KRaft controller answers a request
-  over MAX_RECORDS_PER_USER_OP records (see create_topics.py); a count of
-  2^31-1 no longer exhausts the broker's memory.
 
 Version notes:
 - v1 same as v0. v2 flexible. v3 may answer THROTTLING_QUOTA_EXCEEDED (never here).
@@ -24,32 +20,15 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from typing import Any
 
 from refka.protocol import ErrorCode
 from refka.protocol.messages.create_partitions import CreatePartitions
 
 from ..controller_side import AdminError
 from ..registry import handles
-from .create_topics import EXCESSIVE_BATCH_MESSAGE, MAX_RECORDS_PER_USER_OP
 
 Resp = CreatePartitions.Response
 RResult = Resp.CreatePartitionsTopicResult
-
-
-def _new_partitions(broker: Any, req: Any) -> int:
-    """Partitions the request would add. A topic refused anyway (named twice, unknown,
-    not growing, assignments that do not match the count) adds none."""
-    named = Counter(t.name for t in req.topics)
-    total = 0
-    for t in req.topics:
-        meta = broker.metadata.topic(t.name)
-        if named[t.name] > 1 or meta is None:
-            continue
-        added = t.count - len(meta.partitions)
-        if added > 0 and (not t.assignments or len(t.assignments) == added):
-            total += added
-    return total
 
 
 @handles(CreatePartitions.key, 0, 3)
@@ -58,11 +37,6 @@ async def handle_create_partitions(ctx, req):
     results = []
     grown = []
     named = Counter(t.name for t in req.topics)
-    if _new_partitions(broker, req) > MAX_RECORDS_PER_USER_OP:
-        return Resp(results=[
-            RResult(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=EXCESSIVE_BATCH_MESSAGE)
-            for t in req.topics
-        ])
     for t in req.topics:
         r = RResult(name=t.name, error_code=ErrorCode.NONE, error_message=None)
         results.append(r)

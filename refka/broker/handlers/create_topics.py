@@ -15,12 +15,6 @@ Behavior:
 - validate_only checks everything and creates nothing.
 - A config value longer than 32767 bytes is INVALID_CONFIG and error
   messages are cut short, as in AlterConfigs (alter_configs.py).
-- A request that would write more than 10000 metadata records (one per topic,
-  per config and per partition) is refused whole: every topic
-  POLICY_VIOLATION, "Unable to perform excessively large batch operation.",
-  as Kafka 3.9's KRaft controller answers (QuorumController's
-  MAX_RECORDS_PER_USER_OP). Kafka's ZooKeeper brokers have no such bound: a
-  num_partitions of 2^31-1 exhausts their memory, as it did refka's.
 
 Version notes:
 - v2-v3 as v1 (throttle, v3 quota). v4 defaults via -1 (KIP-464). v5 flexible;
@@ -32,7 +26,6 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from typing import Any
 
 from refka.common.topic_config import InvalidConfigError
 from refka.protocol import ErrorCode
@@ -47,32 +40,6 @@ Resp = CreateTopics.Response
 RTopic = Resp.CreatableTopicResult
 RConfig = RTopic.CreatableTopicConfigs
 
-# Kafka's QuorumController.MAX_RECORDS_PER_USER_OP and the PolicyViolationException its
-# controller answers when one request would write more (EventHandlerExceptionInfo).
-MAX_RECORDS_PER_USER_OP = 10_000
-EXCESSIVE_BATCH_MESSAGE = "Unable to perform excessively large batch operation."
-
-
-def _metadata_records(broker: Any, req: Any) -> int:
-    """The metadata records the request's topics would need, as KRaft counts them: one
-    per topic, per config and per partition. A topic refused before any assignment
-    (named twice, a partition count that is not positive, an assignment with a count)
-    writes none. One that exists counts: the store says so only after the assignment."""
-    named = Counter(t.name for t in req.topics)
-    total = 0
-    for t in req.topics:
-        if named[t.name] > 1:
-            continue
-        if t.assignments:
-            if t.num_partitions != -1 or t.replication_factor != -1:
-                continue
-            partitions = len(t.assignments)
-        else:
-            partitions = t.num_partitions if t.num_partitions != -1 else broker.config["num.partitions"]
-        if partitions > 0:
-            total += 1 + len(t.configs) + partitions
-    return total
-
 
 @handles(CreateTopics.key, 2, 7)
 async def handle_create_topics(ctx, req):
@@ -80,12 +47,6 @@ async def handle_create_topics(ctx, req):
     side = broker.controller_side
     v = ctx.api_version
     named = Counter(t.name for t in req.topics)
-    if _metadata_records(broker, req) > MAX_RECORDS_PER_USER_OP:
-        return Resp(topics=[
-            RTopic(name=t.name, error_code=ErrorCode.POLICY_VIOLATION, error_message=EXCESSIVE_BATCH_MESSAGE,
-                   num_partitions=-1, replication_factor=-1, configs=[])
-            for t in req.topics
-        ])
     results: list = []
     created: list[str] = []
     for t in req.topics:
