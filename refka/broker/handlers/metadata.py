@@ -9,7 +9,8 @@ Behavior:
   in Kafka 3.9's KafkaApis, a null name or a non-zero ID there is an invalid
   request: every topic asked for is answered INVALID_REQUEST (name "" where
   it was null, as MetadataRequest.getErrorResponse does, since those
-  versions cannot carry a null name), with no brokers. An unknown topic is created when the request allows it (v4+, always
+  versions cannot carry a null name), with no brokers.
+- An unknown topic is created when the request allows it (v4+, always
   before) and auto.create.topics.enable is true: that answer says
   LEADER_NOT_AVAILABLE and the client asks again, as with Kafka's ZooKeeper
   brokers. A name Kafka would refuse is INVALID_TOPIC_EXCEPTION.
