@@ -380,7 +380,8 @@ class Connection(asyncio.BufferedProtocol):
             try:
                 body = api.encode_response(response, ctx.api_version)
             except EncodeError:
-                log.exception("response_encode_failed", api=api.name, api_version=ctx.api_version)
+                log.exception("response_encode_failed", api=api.name, api_version=ctx.api_version,
+                              peer=self.peer)
                 self.abort("closing_after_handler_failure")
                 return
             header = encode_response_header(ctx.correlation_id, api.response_header_version(ctx.api_version))

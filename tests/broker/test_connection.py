@@ -10,6 +10,7 @@ from dataclasses import replace
 from types import SimpleNamespace
 
 import pytest
+from structlog.testing import capture_logs
 
 import refka.broker.handlers  # noqa: F401  (registers every handler)
 from refka.broker import registry
@@ -119,6 +120,37 @@ async def test_client_requests_wait_until_the_broker_is_ready(conn):
     # ApiVersions is answered at once (a client may ask before the broker is ready);
     # ListGroups waits, as its handler needs the broker's state.
     assert answered_correlation_ids(conn.transport_.written) == [1]
+
+
+def _raises(ctx, req):
+    raise RuntimeError("a bug of ours")
+
+
+async def _raises_later(ctx, req):
+    raise RuntimeError("a bug of ours")
+
+
+def _unencodable(ctx, req):
+    return ListGroups.Response(error_code=0, groups=[ListGroups.Response.ListedGroup(group_id=None)])
+
+
+@pytest.mark.parametrize("fn, event", [
+    (_raises, "handler_failed"),
+    (_raises_later, "handler_failed"),
+    (_unencodable, "response_encode_failed"),  # a null group_id, which ListGroups cannot carry
+])
+async def test_our_own_failure_is_logged_with_its_traceback_and_the_peer(conn, monkeypatch, fn, event):
+    monkeypatch.setitem(registry.HANDLERS, ListGroups.key, replace(
+        registry.HANDLERS[ListGroups.key], fn=fn, is_async=asyncio.iscoroutinefunction(fn)))
+    with capture_logs() as logs:
+        feed(conn, request_frame(ListGroups, 2, 1, LIST_GROUPS))
+        await asyncio.sleep(0.01)
+    assert conn.closed and conn.transport_.written == b""
+    [failed] = [e for e in logs if e["event"] == event]
+    assert failed["peer"] == "127.0.0.1:50000" and failed["api"] == "ListGroups"
+    assert failed.get("exc_info")  # the traceback: this one is ours to fix
+    [closing] = [e for e in logs if e["event"] == "closing_after_handler_failure"]
+    assert closing["peer"] == "127.0.0.1:50000" and closing["log_level"] == "warning"
 
 
 @pytest.mark.parametrize("frame", [

@@ -26,6 +26,13 @@ schemas ``OffsetCommitKey`` / ``GroupMetadataKey``)::
 A null value is a tombstone: the offset or the group is gone (compaction, when
 it comes, keeps only the newest record per key).
 
+Keys and the values refka writes are non-flexible: a string there has an
+int16 length, so at most ``MAX_STRING_BYTES`` bytes of UTF-8. Requests carry
+longer ones (flexible versions have varint lengths), so the handlers refuse
+what ``fits`` says cannot be stored before a group or an offset exists
+(Kafka's own serializer throws at that point); writing one anyway is our bug,
+a ``ValueError`` that says so.
+
 refka writes offset values v3, v1 when the commit carried a retention time (as
 Kafka does), and v4 with a tagged ``topic_epoch`` (tag 10233, KIP-232, see
 ``protocol/extensions.py``) when the commit carried one, so Kafka's own tools
@@ -63,6 +70,13 @@ GROUP_VALUE_VERSION = 3
 _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _I64 = struct.Struct(">q")
+
+MAX_STRING_BYTES = 0x7FFF  # a non-flexible string's int16 length
+
+
+def fits(s: str) -> bool:
+    """Whether ``s`` can be a string of a key or a non-flexible value."""
+    return len(s.encode()) <= MAX_STRING_BYTES
 
 
 class StorageFormatError(ValueError):
@@ -141,6 +155,8 @@ class _Writer:
         b = s.encode()
         if self.flexible:
             self.uvarint(len(b) + 1)
+        elif len(b) > MAX_STRING_BYTES:
+            raise ValueError(f"a string of {len(b)} bytes does not fit a non-flexible record")
         else:
             self.int16(len(b))
         self.out += b

@@ -16,6 +16,13 @@ Behavior:
   broker configs (/config/brokers) are not implemented. BROKER_LOGGER (8) and
   any other type: INVALID_REQUEST.
 - A resource named twice in one request: INVALID_REQUEST for each.
+- A value longer than 32767 bytes of UTF-8 (v2 can carry one) is
+  INVALID_CONFIG: DescribeConfigs before v4 could not answer it, for any
+  client. (Kafka stores it, and fails to serialize those answers.)
+- Error messages quote names and values cut to ``MAX_MESSAGE_CHARS``, so that
+  an answer quoting the longest name or value a request carries still fits
+  its version's strings (the same holds in IncrementalAlterConfigs,
+  DescribeConfigs and CreateTopics).
 
 Version notes:
 - v0 KIP-133. v1 same (throttle answered before throttling, KIP-219). v2 flexible (KIP-482).
@@ -41,6 +48,27 @@ TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
 Outcome = tuple[ErrorCode, str | None]
 OK: Outcome = (ErrorCode.NONE, None)
 
+MAX_VALUE_BYTES = 0x7FFF  # a non-flexible string's int16 length (DescribeConfigs v1-v3)
+MAX_MESSAGE_CHARS = 1024  # at most 4096 bytes of UTF-8: fits any version's string
+
+
+def fit_message(msg: str | None) -> str | None:
+    """An error message cut to MAX_MESSAGE_CHARS (see the header)."""
+    if msg is None or len(msg) <= MAX_MESSAGE_CHARS:
+        return msg
+    return msg[:MAX_MESSAGE_CHARS - 3] + "..."
+
+
+def oversized_value(configs: dict[str, str]) -> Outcome | None:
+    """INVALID_CONFIG for the first value too long to describe (see the header), else None."""
+    for name, value in configs.items():
+        size = len(value.encode())
+        if size > MAX_VALUE_BYTES:
+            return (ErrorCode.INVALID_CONFIG,
+                    fit_message(f"Invalid value for configuration {name}: {size} bytes, "
+                                f"more than the {MAX_VALUE_BYTES} DescribeConfigs can answer."))
+    return None
+
 
 def check_resource(broker, resource_type: int, name: str, api: str) -> Outcome | None:
     """The answer for a resource that is not an existing topic, else None."""
@@ -63,6 +91,9 @@ def duplicates(names: list[Any]) -> set[Any]:
 
 async def write_topic_configs(broker, topic: str, configs: dict[str, str], validate_only: bool) -> Outcome:
     """Validate ``configs`` as the topic's whole override set; write them unless validate_only."""
+    oversized = oversized_value(configs)
+    if oversized is not None:
+        return oversized
     try:
         validate_topic_configs(configs)
         if not validate_only:
@@ -97,7 +128,7 @@ async def alter_resources(broker, resources, api: str, alter_topic, validate_onl
         else:
             refused = check_resource(broker, res.resource_type, res.resource_name, api)
             code, msg = refused or await alter_topic(broker, res, validate_only)
-        out.append((res, code, msg))
+        out.append((res, code, fit_message(msg)))
     return out
 
 

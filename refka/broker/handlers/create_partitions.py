@@ -19,6 +19,7 @@ Version notes:
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 
 from refka.protocol import ErrorCode
 from refka.protocol.messages.create_partitions import CreatePartitions
@@ -35,11 +36,11 @@ async def handle_create_partitions(ctx, req):
     broker = ctx.broker
     results = []
     grown = []
-    names = [t.name for t in req.topics]
+    named = Counter(t.name for t in req.topics)
     for t in req.topics:
         r = RResult(name=t.name, error_code=ErrorCode.NONE, error_message=None)
         results.append(r)
-        if names.count(t.name) > 1:
+        if named[t.name] > 1:
             r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, "Topic named more than once."
             continue
         meta = broker.metadata.topic(t.name)

@@ -13,6 +13,8 @@ Behavior:
   INVALID_REPLICA_ASSIGNMENT, INVALID_CONFIG (unknown name or bad value),
   INVALID_REQUEST (a topic named twice in one request).
 - validate_only checks everything and creates nothing.
+- A config value longer than 32767 bytes is INVALID_CONFIG and error
+  messages are cut short, as in AlterConfigs (alter_configs.py).
 
 Version notes:
 - v2-v3 as v1 (throttle, v3 quota). v4 defaults via -1 (KIP-464). v5 flexible;
@@ -23,6 +25,7 @@ Version notes:
 from __future__ import annotations
 
 import asyncio
+from collections import Counter
 
 from refka.common.topic_config import InvalidConfigError
 from refka.protocol import ErrorCode
@@ -30,6 +33,7 @@ from refka.protocol.messages.create_topics import CreateTopics
 
 from ..controller_side import AdminError
 from ..registry import handles
+from .alter_configs import fit_message, oversized_value
 from .describe_configs import topic_config_entries
 
 Resp = CreateTopics.Response
@@ -42,17 +46,21 @@ async def handle_create_topics(ctx, req):
     broker = ctx.broker
     side = broker.controller_side
     v = ctx.api_version
-    names = [t.name for t in req.topics]
+    named = Counter(t.name for t in req.topics)
     results: list = []
     created: list[str] = []
     for t in req.topics:
         r = RTopic(name=t.name, error_code=ErrorCode.NONE, num_partitions=-1, replication_factor=-1, configs=[])
         results.append(r)
-        if names.count(t.name) > 1:
+        if named[t.name] > 1:
             r.error_code = ErrorCode.INVALID_REQUEST
-            r.error_message = f"Topic {t.name} is named more than once in the request."
+            r.error_message = fit_message(f"Topic {t.name} is named more than once in the request.")
             continue
         configs = {c.name: c.value for c in t.configs}
+        oversized = oversized_value({k: val for k, val in configs.items() if val is not None})
+        if oversized is not None:
+            r.error_code, r.error_message = oversized
+            continue
         num_partitions = t.num_partitions if t.num_partitions != -1 else broker.config["num.partitions"]
         rf = t.replication_factor if t.replication_factor != -1 else broker.config["default.replication.factor"]
         assignment = {a.partition_index: list(a.broker_ids) for a in t.assignments} or None
@@ -64,7 +72,7 @@ async def handle_create_topics(ctx, req):
             topic_id = await side.create_topic(t.name, num_partitions, rf, assignment, configs,
                                                validate_only=req.validate_only)
         except (AdminError, InvalidConfigError) as e:
-            r.error_code, r.error_message = e.error_code, str(e)
+            r.error_code, r.error_message = e.error_code, fit_message(str(e))
             continue
         if assignment:
             num_partitions = len(assignment)

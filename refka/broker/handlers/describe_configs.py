@@ -14,6 +14,8 @@ Behavior:
   BROKER_LOGGER (8) is INVALID_REQUEST: log levels are not configurable here.
 - include_synonyms (v1+) lists the override, the broker property and the
   default in precedence order; include_documentation (v3+) adds the doc line.
+- Error messages quote the resource name cut short (alter_configs.py's
+  fit_message): v1-v3 could not carry the longest name v4 can.
 
 Version notes:
 - v1 synonyms. v2 same as v1. v3 config_type and documentation (KIP-569). v4 flexible.
@@ -29,6 +31,7 @@ from refka.protocol.messages.describe_configs import DescribeConfigs
 
 from ..config import DEFAULTS
 from ..registry import handles
+from .alter_configs import fit_message
 
 Resp = DescribeConfigs.Response
 RResult = Resp.DescribeConfigsResult
@@ -113,14 +116,14 @@ async def handle_describe_configs(ctx, req):
         if res.resource_type == TOPIC:
             if broker.metadata.topic(res.resource_name) is None:
                 r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-                r.error_message = f"Topic {res.resource_name} does not exist."
+                r.error_message = fit_message(f"Topic {res.resource_name} does not exist.")
                 continue
             overrides = await broker.controller_side.topic_configs(res.resource_name)
             r.configs = _to_result(topic_config_entries(broker, overrides), res.configuration_keys, req, v)
         elif res.resource_type == BROKER:
             if res.resource_name not in ("", str(broker.node_id)):
                 r.error_code = ErrorCode.INVALID_REQUEST
-                r.error_message = f"Broker {res.resource_name} must be asked for its own configs."
+                r.error_message = fit_message(f"Broker {res.resource_name} must be asked for its own configs.")
                 continue
             r.configs = _to_result(broker_config_entries(broker), res.configuration_keys, req, v)
         else:

@@ -13,6 +13,14 @@ Behavior:
   UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID, GROUP_MAX_SIZE_REACHED
   (group.max.size), MEMBER_ID_REQUIRED (v4+ first join, with the id to use),
   REBALANCE_IN_PROGRESS (a second JoinGroup from the same member replaced this one).
+- What the group would keep in __consumer_offsets must fit Kafka's
+  non-flexible record strings (32767 bytes of UTF-8; flexible versions carry
+  longer ones): a longer group id is INVALID_GROUP_ID; a longer protocol type
+  or protocol name, or a group instance id (else client id) too long to
+  prefix a member id ("<it>-<uuid>"), INVALID_REQUEST. Refused before the
+  group exists, so no other client's ListGroups or DescribeGroups meets a
+  string its version cannot carry. (Kafka accepts them and fails to store
+  the group at SyncGroup: UNKNOWN_SERVER_ERROR.)
 
 Version notes:
 - v1 rebalance_timeout_ms (KIP-62; v0 uses the session timeout). v2 throttle_time_ms.
@@ -25,9 +33,14 @@ Version notes:
 
 from __future__ import annotations
 
+from typing import Any
+
+from refka.protocol import ErrorCode
 from refka.protocol.messages.join_group import JoinGroup
 
+from ..group import storage
 from ..group.membership import JoinRequest
+from ..group.metadata import JoinResult
 from ..registry import handles
 
 Resp = JoinGroup.Response
@@ -39,9 +52,27 @@ def client_host(ctx) -> str:
     return "/" + ctx.conn.peer.rsplit(":", 1)[0]
 
 
+_MEMBER_ID_SUFFIX = len("-00000000-0000-0000-0000-000000000000")
+
+
+def _unstorable(req, v: int, client_id: str) -> ErrorCode | None:
+    """The error for a string the group could not store (see the header), else None."""
+    if not storage.fits(req.group_id):
+        return ErrorCode.INVALID_GROUP_ID
+    prefix = (req.group_instance_id if v >= 5 else None) or client_id
+    if len(prefix.encode()) + _MEMBER_ID_SUFFIX > storage.MAX_STRING_BYTES:
+        return ErrorCode.INVALID_REQUEST
+    if not storage.fits(req.protocol_type) or not all(storage.fits(p.name) for p in req.protocols):
+        return ErrorCode.INVALID_REQUEST
+    return None
+
+
 @handles(JoinGroup.key, 0, 9)
 async def handle_join_group(ctx, req):
     v = ctx.api_version
+    refused = _unstorable(req, v, ctx.client_id or "")
+    if refused is not None:
+        return _response(JoinResult(refused, member_id=req.member_id), v)
     result = await ctx.broker.groups.join_group(JoinRequest(
         group_id=req.group_id,
         member_id=req.member_id,
@@ -55,6 +86,10 @@ async def handle_join_group(ctx, req):
         api_version=v,
         reason=req.reason if v >= 8 else None,
     ))
+    return _response(result, v)
+
+
+def _response(result: JoinResult, v: int) -> Any:
     protocol_name = result.protocol_name
     if protocol_name is None and v < 7:
         protocol_name = ""  # not nullable before v7

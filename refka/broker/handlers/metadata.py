@@ -4,8 +4,13 @@ Behavior:
 - Brokers: every live broker, with its endpoint on the listener the request
   arrived on; controller_id and cluster_id from the controller's UpdateMetadata.
 - Topics: null (v1+) or an empty list at v0 asks for all topics; v1+ an empty
-  list asks for none. v10+ may name a topic by ID only (UNKNOWN_TOPIC_ID if
-  unknown). An unknown topic is created when the request allows it (v4+, always
+  list asks for none. v12 may name a topic by ID only (UNKNOWN_TOPIC_ID, with
+  a null name, if unknown). v10-v11 carry the ID and a nullable name, but, as
+  in Kafka 3.9's KafkaApis, a null name or a non-zero ID there is an invalid
+  request: every topic asked for is answered INVALID_REQUEST (name "" where
+  it was null, as MetadataRequest.getErrorResponse does, since those
+  versions cannot carry a null name), with no brokers.
+- An unknown topic is created when the request allows it (v4+, always
   before) and auto.create.topics.enable is true: that answer says
   LEADER_NOT_AVAILABLE and the client asks again, as with Kafka's ZooKeeper
   brokers. A name Kafka would refuse is INVALID_TOPIC_EXCEPTION.
@@ -19,8 +24,8 @@ Behavior:
 Version notes:
 - v1 rack, controller, is_internal; null topics. v2 cluster_id. v4 allow auto
   creation. v5 offline replicas. v7 leader_epoch (KIP-320). v8 authorized
-  operations (KIP-430, answered as unknown). v9 flexible. v10 topic IDs
-  (KIP-516). v12 null topic names (lookups by ID).
+  operations (KIP-430, answered as unknown). v9 flexible. v10 topic IDs in
+  the answer (KIP-516). v12 lookups by ID, null topic names in the answer.
 """
 
 from __future__ import annotations
@@ -77,11 +82,26 @@ def _topic_response(t: TopicMeta, live: dict) -> Any:
     )
 
 
+def _asks_by_id(req: Any) -> bool:
+    return req.topics is not None and any(rt.name is None or rt.topic_id != ZERO_UUID for rt in req.topics)
+
+
+def _invalid_request(req: Any) -> Any:
+    """Kafka's MetadataRequest.getErrorResponse for INVALID_REQUEST."""
+    return Resp(brokers=[], cluster_id=None, controller_id=-1, topics=[
+        RTopic(error_code=ErrorCode.INVALID_REQUEST, name=rt.name if rt.name is not None else "",
+               topic_id=rt.topic_id, is_internal=False, partitions=[])
+        for rt in req.topics
+    ])
+
+
 @handles(Metadata.key, 0, 12)
 def handle_metadata(ctx, req):
     broker = ctx.broker
     cache = broker.metadata
     v = ctx.api_version
+    if v < 12 and _asks_by_id(req):
+        return _invalid_request(req)
     listener = ctx.conn.listener
     brokers = []
     for b in cache.brokers.values():

@@ -52,3 +52,11 @@ def test_group_values_round_trip_and_old_versions_decode():
     d = storage.decode_group_value(v0)
     assert d.generation == 2 and d.current_state_timestamp == -1
     assert d.members == [storage.StoredMember("m1", None, "cid", "/h", 6000, 6000, b"sub", b"a")]
+
+
+def test_strings_fit_only_up_to_an_int16_length_and_writing_a_longer_one_says_so():
+    assert storage.fits("x" * storage.MAX_STRING_BYTES)
+    assert not storage.fits("x" * (storage.MAX_STRING_BYTES + 1))
+    assert not storage.fits("é" * (storage.MAX_STRING_BYTES // 2 + 1))  # bytes of UTF-8, not characters
+    with pytest.raises(ValueError, match="does not fit a non-flexible record"):
+        storage.group_key("g" * (storage.MAX_STRING_BYTES + 1))

@@ -119,3 +119,17 @@ async def test_incremental_errors_name_the_operation_or_config():
     assert await incremental([("no.such", OP_DELETE, None)], {"retention.ms": "5"}) == (ErrorCode.NONE, None)
     assert await incremental([("follower.replication.throttled.replicas", OP_APPEND, "0:1")]) == (
         ErrorCode.NONE, None)
+
+
+async def test_a_value_describe_configs_could_not_answer_is_invalid_config():
+    code, message = await alter({"message.format.version": "v" * 32_768})
+    assert code == ErrorCode.INVALID_CONFIG
+    assert message == ("Invalid value for configuration message.format.version: 32768 bytes, "
+                       "more than the 32767 DescribeConfigs can answer.")
+    assert await alter({"message.format.version": "v" * 32_767}) == (ErrorCode.NONE, None)
+
+
+async def test_messages_quoting_a_long_name_or_value_are_cut_short():
+    code, message = await alter({"retention.ms": "9" * 20 + "x" * 30_000})
+    assert code == ErrorCode.INVALID_CONFIG
+    assert len(message) == 1024 and message.startswith("Invalid value 99999") and message.endswith("...")
