@@ -226,6 +226,8 @@ class ControllerSide:
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            assignment: Mapping[int, Sequence[int]] | None, configs: Mapping[str, Any],
                            *, validate_only: bool = False) -> bytes:
+        if not assignment:
+            self._check_partition_count(num_partitions)  # before that many are assigned in memory
         topic = await admin.create_topic(self.session, name, num_partitions, replication_factor, assignment,
                                          configs, await self._brokers(), validate_only=validate_only,
                                          check=self._check_partition_limits)
@@ -236,21 +238,29 @@ class ControllerSide:
 
     async def create_partitions(self, name: str, count: int, assignment: Sequence[Sequence[int]] | None,
                                 *, validate_only: bool = False) -> None:
+        meta = self.metadata.topic(name)
+        self._check_partition_count(count - (len(meta.partitions) if meta is not None else 0))
         await admin.create_partitions(self.session, name, count, assignment, await self._brokers(),
                                       validate_only=validate_only, check=self._check_partition_limits)
+
+    def _check_partition_count(self, new: int) -> None:
+        """max.partitions, checked on the count alone: also before a request's partitions
+        are assigned (num_partitions 2^31-1 would otherwise be built in memory first)."""
+        max_total = self.config["max.partitions"]
+        total = sum(len(t.partitions) for t in self.metadata.topics.values()) + new
+        if total > max_total:
+            raise admin.PolicyViolationError(
+                f"A request for {new} partitions would take the cluster to {total}, "
+                f"above max.partitions ({max_total}).")
 
     def _check_partition_limits(self, new: Mapping[int, Sequence[int]]) -> None:
         """KIP-578: ``max.partitions`` bounds the cluster's partitions, ``max.broker.partitions``
         the replicas one broker hosts; a request that would pass either is refused whole
         (POLICY_VIOLATION). Counted from this broker's metadata cache, as Kafka counts from
         its controller's view."""
-        max_total, max_per_broker = self.config["max.partitions"], self.config["max.broker.partitions"]
+        self._check_partition_count(len(new))
+        max_per_broker = self.config["max.broker.partitions"]
         topics = self.metadata.topics.values()
-        total = sum(len(t.partitions) for t in topics) + len(new)
-        if total > max_total:
-            raise admin.PolicyViolationError(
-                f"A request for {len(new)} partitions would take the cluster to {total}, "
-                f"above max.partitions ({max_total}).")
         hosted = Counter(r for t in topics for p in t.partitions.values() for r in p.replicas)
         hosted.update(r for replicas in new.values() for r in replicas)
         over = sorted(b for b, n in hosted.items() if n > max_per_broker)

@@ -58,3 +58,17 @@ def test_create_topics_past_max_broker_partitions_is_refused_and_below_it_served
         assert partition_count(c, "too-many") == 0
         assert create_topic(c, "enough", 40) == ErrorCode.NONE
         assert partition_count(c, "enough") == 40
+
+
+def test_a_request_for_two_billion_partitions_is_refused_before_any_is_assigned(broker):
+    """num_partitions 2^31-1 in 50 bytes: refused on the count (default max.partitions), not
+    assigned in memory first (that grew a broker to 24 GB)."""
+    with RawClient(broker) as c:
+        assert create_topic(c, "two-billion", 2**31 - 1) == ErrorCode.POLICY_VIOLATION
+        assert create_topic(c, "grows", 1) == ErrorCode.NONE
+        R = CreatePartitions.Request
+        resp = c.call(CreatePartitions, R(topics=[R.CreatePartitionsTopic(name="grows", count=2**31 - 1,
+                                                                         assignments=None)],
+                                          timeout_ms=5000, validate_only=False), 3)
+        assert resp.results[0].error_code == ErrorCode.POLICY_VIOLATION
+        assert partition_count(c, "grows") == 1
