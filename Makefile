@@ -17,6 +17,8 @@ run: install
 
 test: install-test js
 	$(PY) -m pytest -q $(PYTEST_ARGS)
+	$(PY) -m lab.fuzz --frames 3000 --seed 1
+	$(PY) -m lab.fuzz.decoders --runs 20000 --seed 1
 
 bench: install-test
 	$(PIP) install -q -e '.[test,bench]'
