@@ -31,10 +31,11 @@ How it stays cheap (a Produce of 1 MB of 100-byte values holds ~8,000 records):
   producer of fixed-size values sends) are checked a column at a time: the
   byte at one offset of every record in the run is one strided slice
   (``data[a:b:size]``) checked in C, so a run costs about ten slices whatever
-  its length (see ``_run``). A run is tried only when the next record starts
-  with the byte the last one started with, and after a try that found none not
-  again for ``_RUN_BACKOFF`` records, twice as many after each further such
-  try: records of varying layouts pay little for it.
+  its length (see ``_run``). A run is tried only when ``_RUN_MIN_RECORDS`` or
+  more records are left and the next one starts with the byte the last one
+  started with, and after a try that found none not again for ``_RUN_BACKOFF``
+  records, twice as many after each further such try: records of varying
+  layouts pay little for it.
 
 No I/O.
 """
@@ -48,6 +49,7 @@ __all__ = ["walk_records"]
 # translate() table turning continuation bytes (>= 0x80) into ASCII and others not.
 _FLIP_HIGH_BIT = bytes(b ^ 0x80 for b in range(256))
 _RUN_FIRST_CHUNK = 8
+_RUN_MIN_RECORDS = 16  # fewer records left: walking them costs less than setting up a run
 _RUN_BACKOFF = 8  # records walked one by one after a try that found no run; doubles while tries fail
 _RUN_MAX_BACKOFF = 1024
 _MAX_RUN_DELTA_WIDTH = 3  # offset deltas below 2**20; later records are walked one by one
@@ -135,7 +137,7 @@ def walk_records(data: Buffer, count: int) -> list[int]:
             if pos != record_end:
                 raise CorruptRecordError(f"record {i} has length {length}, which does not match its fields")
             i += 1
-            if i >= try_run_at and i < count and pos < end and data[pos] == data[start]:
+            if i >= try_run_at and count - i >= _RUN_MIN_RECORDS and pos < end and data[pos] == data[start]:
                 run = _run(data, start, pos, i, count, keyless)
                 if run:
                     pos += run * (pos - start)
