@@ -49,7 +49,7 @@ from typing import Any, NamedTuple
 
 from crc32c import crc32c
 
-from .compression import XERIAL_MAGIC, DecompressionError, compress, decompress
+from .compression import XERIAL_MAGIC, DecompressedTooLargeError, DecompressionError, compress, decompress
 
 __all__ = [
     "HEADER_SIZE",
@@ -63,6 +63,7 @@ __all__ = [
     "NewRecord",
     "Record",
     "RecordError",
+    "RecordsTooLargeError",
     "TimestampType",
     "UnsupportedCompressionTypeError",
     "assign_offsets",
@@ -141,6 +142,13 @@ class InvalidRecordError(RecordError):
     (Kafka INVALID_RECORD)."""
 
     error_code = 87
+
+
+class RecordsTooLargeError(RecordError):
+    """Records that decompress to more bytes than the reader allows (Kafka
+    MESSAGE_TOO_LARGE)."""
+
+    error_code = 10
 
 
 class UnsupportedCompressionTypeError(RecordError):
@@ -421,23 +429,28 @@ class NewRecord(NamedTuple):
     timestamp: int | None = None
 
 
-def record_data(batch: Buffer) -> bytes | memoryview:
+def record_data(batch: Buffer, max_size: int | None = None) -> bytes | memoryview:
     """The records section of the one batch at ``batch[0:]``, to walk or decode: a view
     of the batch's own bytes when it is uncompressed (no copy), else its payload
-    decompressed (the one pass). Raises CorruptRecordError when it does not decompress."""
+    decompressed (the one pass). Raises CorruptRecordError when it does not
+    decompress, RecordsTooLargeError when it decompresses to more than ``max_size``
+    bytes (found out producing at most one byte more)."""
     mv = batch if isinstance(batch, memoryview) else memoryview(batch)
-    return _record_data(mv, _read_header(mv, 0, len(mv), False, False))
+    return _record_data(mv, _read_header(mv, 0, len(mv), False, False), max_size)
 
 
-def _record_data(mv: memoryview, header: BatchHeader) -> bytes | memoryview:
+def _record_data(mv: memoryview, header: BatchHeader, max_size: int | None = None) -> bytes | memoryview:
     codec = header.attributes & _COMPRESSION_MASK
     section = mv[HEADER_SIZE : header.length]
     if not codec:
         return section
+    name = Compression(codec).name
     try:
-        return decompress(codec, bytes(section))
+        return decompress(codec, bytes(section), max_size)
+    except DecompressedTooLargeError as exc:
+        raise RecordsTooLargeError(f"records ({name}) decompress to more than {max_size} bytes") from exc
     except DecompressionError as exc:
-        raise CorruptRecordError(f"cannot decompress records ({Compression(codec).name}): {exc}") from exc
+        raise CorruptRecordError(f"cannot decompress records ({name}): {exc}") from exc
 
 
 def iter_records(batch: Buffer) -> Iterator[Record]:
