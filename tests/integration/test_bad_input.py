@@ -28,6 +28,7 @@ from crc32c import crc32c
 
 from refka.protocol import ErrorCode, RequestHeader, decode_response_header, encode_request_header, join
 from refka.protocol.api import Api
+from refka.protocol.compression import compress
 from refka.protocol.messages.api_versions import ApiVersions
 from refka.protocol.messages.create_topics import CreateTopics
 from refka.protocol.messages.fetch import Fetch
@@ -442,11 +443,21 @@ def _garbled_zstd_batch() -> bytes:
     return _with_valid_crc(batch)
 
 
+def _zstd_bomb_batch() -> bytes:
+    """Compression bits zstd over 100 KB of zeros: a few bytes that decompress past 64
+    times SMALL_TOPIC's max.message.bytes, the most a leader decompresses."""
+    batch = build_batch([(b"k", b"v")], compression=Compression.ZSTD)
+    batch[61:] = compress(Compression.ZSTD, bytes(100_000))
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    return _with_valid_crc(batch)
+
+
 PRODUCE_ERRORS = {
     # name: (topic, records, acks, expected error)
     "corrupt_crc": (TOPIC, _corrupt_crc_batch(), 1, ErrorCode.CORRUPT_MESSAGE),
     "null_header_key": (TOPIC, _null_header_key_batch(), 1, ErrorCode.CORRUPT_MESSAGE),
     "zstd_payload_that_does_not_decompress": (TOPIC, _garbled_zstd_batch(), 1, ErrorCode.CORRUPT_MESSAGE),
+    "zstd_bomb": (SMALL_TOPIC, _zstd_bomb_batch(), 1, ErrorCode.MESSAGE_TOO_LARGE),
     "magic_1_message_set": (TOPIC, legacy_message_set(b"key", b"value"), 1, ErrorCode.INVALID_RECORD),
     "magic_1_message_set_large": (TOPIC, legacy_message_set(b"key", b"v" * 300), 1, ErrorCode.INVALID_RECORD),
     "unknown_compression_type": (TOPIC, _unknown_compression_batch(), 1, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),

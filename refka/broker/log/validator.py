@@ -12,6 +12,13 @@ order they are checked:
   requires v2) or recordsCount != lastOffsetDelta + 1 INVALID_RECORD;
   compression bits naming no codec (5-7) UNSUPPORTED_COMPRESSION_TYPE.
 - A batch above the topic's max.message.bytes: MESSAGE_TOO_LARGE.
+- A compressed batch whose records decompress to more than
+  ``DECOMPRESSED_SIZE_FACTOR`` (64) times max.message.bytes: MESSAGE_TOO_LARGE,
+  found out producing at most one byte more. refka's bound, not Kafka's: Kafka
+  streams the records it checks, refka holds them whole, and without a bound a
+  3 KB zstd batch (100 MB of zeros) would make the leader allocate what it
+  says. A Java producer splits a batch answered MESSAGE_TOO_LARGE and sends
+  the halves.
 - Records a batch's CRC covers but that do not read back (Kafka's
   validateMessagesAndAssignOffsets walking each record): every batch's records
   section is decompressed once and walked by record_walk.py's ``walk_records``
@@ -58,6 +65,10 @@ from refka.protocol.records import BatchHeader, RecordError, parse_batches, reco
 from .config import LogConfig
 from .errors import LogError
 
+# A compressed batch's records may decompress to at most this many times the topic's
+# max.message.bytes (64 MiB at Kafka's default); see the module docstring.
+DECOMPRESSED_SIZE_FACTOR = 64
+
 
 class RecordValidationError(LogError):
     """Records a leader refuses to append. ``record_errors``: (index within its
@@ -93,11 +104,9 @@ def validate_records(
                 ErrorCode.MESSAGE_TOO_LARGE, f"batch of {h.length} bytes exceeds max.message.bytes {max_bytes}"
             )
     try:
-        keyless = keyless_records(records, headers)
+        keyless = keyless_records(records, headers, DECOMPRESSED_SIZE_FACTOR * max_bytes)
     except RecordError as e:
-        raise RecordValidationError(
-            ErrorCode.CORRUPT_MESSAGE, f"{e} in topic partition {topic}-{partition}"
-        ) from e
+        raise RecordValidationError(ErrorCode(e.error_code), f"{e} in topic partition {topic}-{partition}") from e
     if keyless and config.compacts:
         why = f"Compacted topic cannot accept message without key in topic partition {topic}-{partition}."
         raise RecordValidationError(
@@ -108,16 +117,20 @@ def validate_records(
     return headers
 
 
-def keyless_records(batches: bytes | bytearray | memoryview, headers: Sequence[BatchHeader]) -> list[int]:
+def keyless_records(
+    batches: bytes | bytearray | memoryview, headers: Sequence[BatchHeader], max_decompressed: int | None = None
+) -> list[int]:
     """Walk every batch's records (record_walk.py ``walk_records``, one decompression per
-    batch) and give the indexes (within their batch, Kafka's ``batch_index``) of the
-    records without a key; control batches' records are not counted. Raises
-    RecordError, naming the batch, for records that break the format."""
+    batch, to at most ``max_decompressed`` bytes) and give the indexes (within their
+    batch, Kafka's ``batch_index``) of the records without a key; control batches'
+    records are not counted. Raises RecordError, naming the batch, for records that
+    break the format or decompress to more."""
     mv = batches if isinstance(batches, memoryview) else memoryview(batches)
     out: list[int] = []
     for h in headers:
         try:
-            keyless = walk_records(record_data(mv[h.position : h.position + h.length]), h.records_count)
+            data = record_data(mv[h.position : h.position + h.length], max_decompressed)
+            keyless = walk_records(data, h.records_count)
         except RecordError as e:
             raise type(e)(f"batch at position {h.position}: {e}") from e
         if keyless and not h.is_control:

@@ -9,7 +9,12 @@ import pytest
 from crc32c import crc32c
 
 from refka.broker.log import LogConfig
-from refka.broker.log.validator import RecordValidationError, keyless_records, validate_records
+from refka.broker.log.validator import (
+    DECOMPRESSED_SIZE_FACTOR,
+    RecordValidationError,
+    keyless_records,
+    validate_records,
+)
 from refka.protocol import ErrorCode
 from refka.protocol.compression import compress
 from refka.protocol.records import (
@@ -263,3 +268,20 @@ def test_control_batches_are_walked_too():
     with pytest.raises(RecordValidationError) as exc:
         validate_records(data, COMPACTED, "t", 0)
     assert exc.value.error_code == ErrorCode.CORRUPT_MESSAGE
+
+
+# Not snappy: it compresses 21 times at most, so it cannot pass 64 times max.message.bytes.
+@pytest.mark.parametrize("codec", [Compression.GZIP, Compression.LZ4, Compression.ZSTD], ids=lambda c: c.name.lower())
+def test_records_that_decompress_past_64_times_max_message_bytes_are_too_large(codec):
+    config = LogConfig(max_message_bytes=1000)
+    bound = DECOMPRESSED_SIZE_FACTOR * 1000
+    one = _record(0, key=b"k" * (bound - 16))  # the record alone takes the whole bound
+    assert len(one) == bound
+    assert validate_records(_batch(one, 1, codec), config, "t", 0)
+    bomb = _batch(bytes(bound + 1), 1, codec)  # zeros: a few bytes once compressed
+    assert len(bomb) < 1000
+    with pytest.raises(RecordValidationError) as exc:
+        validate_records(bomb, config, "t", 0)
+    assert exc.value.error_code == ErrorCode.MESSAGE_TOO_LARGE
+    assert exc.value.message == (f"batch at position 0: records ({codec.name}) decompress to more than {bound} "
+                                 "bytes in topic partition t-0")
