@@ -34,8 +34,8 @@ order they are checked:
 Kafka 3.9 answers the walk's refusals otherwise, and refka does not follow it
 there: records that do not parse raise InvalidRecordException (INVALID_RECORD)
 and a payload that does not decompress a KafkaException that nothing maps, so
-the client reads UNKNOWN_SERVER_ERROR, a server fault, for its own bytes (seen
-from sarama, librdkafka and kafkajs users). refka answers both with the error
+the client reads UNKNOWN_SERVER_ERROR, a server fault, for its own bytes (as
+sarama and librdkafka users have reported). refka answers both with the error
 Kafka's protocol describes for a message "otherwise corrupt", CORRUPT_MESSAGE,
 as it answered undecodable records on compacted topics before. Kafka does not
 check offset deltas (it rewrites a compressed batch whose deltas are off, and
@@ -43,10 +43,13 @@ stores an uncompressed one as sent) nor header keys' UTF-8; refka writes
 batches as they came and its own readers (the cleaner, ListOffsets, group
 loading) decode header keys, so it refuses both.
 
-Cost, on the Produce hot path: one header read and one CRC32C call per batch, a
-size comparison, one decompression per compressed batch and a walk of about a
-microsecond per record that builds no object per record
-(``python -m lab.bench.validate`` has the figures per codec).
+Cost, on the Produce hot path (``python -m lab.bench.validate`` per codec, value
+size and layout): one header read and one CRC32C call per batch and a size
+comparison, as before; then the walk, ~0.1 µs a record when a batch's records are
+laid out alike (fixed-size values: record_walk.py checks those a column at a
+time) and ~1.2 µs a record when they are not; and a compressed batch's
+decompression (~0.5 ms a MB for snappy, lz4 and zstd, ~2.5 ms for gzip). No
+object is built per record.
 
 Not done, where Kafka's LogValidator does more: batches are written as they came
 (no recompression to the topic's compression.type, which refka does not serve);
