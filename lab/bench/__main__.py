@@ -133,13 +133,17 @@ def _measure_size(name: str, target: targets.Target, running: targets.Running, s
     return True
 
 
-def _codec_figures() -> list[str]:
-    done = subprocess.run([sys.executable, "-m", "lab.bench.codec"], capture_output=True, text=True,
-                          cwd=targets.REPO_ROOT, timeout=600)
-    lines = done.stdout.splitlines()
-    if done.returncode:
-        lines.append(f"(codec benchmark failed with code {done.returncode}: {done.stderr.strip()[-500:]})")
-    return lines
+def _codec_figures(quick: bool) -> list[str]:
+    """codec.py's figures, then validate.py's (Produce validation per codec)."""
+    lines: list[str] = []
+    for module in ("lab.bench.codec", "lab.bench.validate"):
+        cmd = [sys.executable, "-m", module] + (["--quick"] if quick and module == "lab.bench.validate" else [])
+        done = subprocess.run(cmd, capture_output=True, text=True, cwd=targets.REPO_ROOT, timeout=1800)
+        lines += done.stdout.splitlines()
+        if done.returncode:
+            lines.append(f"({module} failed with code {done.returncode}: {done.stderr.strip()[-500:]})")
+        lines.append("")
+    return lines[:-1]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -170,7 +174,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=None,
                         help="produce+consume rounds per size and target, the median is reported "
                              "(default 3, 1 with --quick)")
-    parser.add_argument("--codec", action="store_true", help="also run the codec micro-benchmark (codec.py)")
+    parser.add_argument("--codec", action="store_true",
+                        help="also run the codec micro-benchmarks (codec.py, validate.py)")
     args = parser.parse_args(argv)
     names = [n.strip() for n in args.targets.split(",") if n.strip()]
     unknown = [n for n in names if n not in targets.ALL]
@@ -206,7 +211,7 @@ def main(argv: list[str] | None = None) -> int:
             results["targets"][name] = _run_target(name, Path(tmp), counts, startup_repeats, repeats,
                                                    timeout, stamp)
     if args.codec:
-        results["codec"] = _codec_figures()
+        results["codec"] = _codec_figures(args.quick)
     results["finished_at"] = datetime.now(UTC).isoformat()
     results["loadavg_1min_end"] = os.getloadavg()[0]
     results["wall_seconds"] = time.monotonic() - t0
@@ -223,7 +228,7 @@ def main(argv: list[str] | None = None) -> int:
     for key, value in results["ratios"].items():
         print(f"{key}: {'n/a' if value is None else f'{value:.2f}'}")
     if args.codec:
-        print("\ncodec (lab/bench/codec.py):")
+        print("\ncodec (lab/bench/codec.py, lab/bench/validate.py):")
         print("\n".join(results["codec"]))
     path = args.json or RESULTS_DIR / f"{stamp}.json"
     report.write_json(results, path)

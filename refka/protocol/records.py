@@ -17,7 +17,8 @@ Layout of one batch (Kafka's ``DefaultRecordBatch``), big-endian::
         51  producerEpoch         int16
         53  baseSequence          int32
         57  recordsCount          int32
-        61  records               (compressed as a whole when compression != 0)
+        61  records               (compressed as a whole when compression != 0;
+                                           the codecs are compression.py's)
 
 Record (inside the records section)::
 
@@ -27,10 +28,12 @@ Record (inside the records section)::
 
 Varints are zigzag-encoded (protobuf ``sint``); length -1 means null.
 
-The broker's produce path uses only :func:`iter_batches` (one ``unpack_from`` and
-one CRC32C call per batch) and :func:`assign_offsets` (two ``pack_into``, no CRC
-recompute: base offset and partition leader epoch are outside the CRC). Records are
-decoded only by the features that need them (:func:`iter_records`).
+The broker's produce path uses :func:`iter_batches` (one ``unpack_from`` and one
+CRC32C call per batch), :func:`record_data` (the records section, decompressed once)
+with record_walk.py's ``walk_records`` (the records checked without building them)
+and :func:`assign_offsets` (two ``pack_into``, no CRC recompute: base offset and
+partition leader epoch are outside the CRC). Records are decoded only by the
+features that need them (:func:`iter_records`).
 
 No I/O, no asyncio. The one clock read is :func:`build_batch`'s default timestamp,
 for callers that did not give one (a producer stamps records with "now").
@@ -38,17 +41,15 @@ for callers that did not give one (a producer stamps records with "now").
 
 from __future__ import annotations
 
-import gzip
 import struct
 import time
 from collections.abc import Generator, Iterable, Iterator, Sequence
 from enum import IntEnum
 from typing import Any, NamedTuple
 
-import cramjam
-import lz4.frame
-import zstandard
 from crc32c import crc32c
+
+from .compression import XERIAL_MAGIC, DecompressedTooLargeError, DecompressionError, compress, decompress
 
 __all__ = [
     "HEADER_SIZE",
@@ -62,6 +63,7 @@ __all__ = [
     "NewRecord",
     "Record",
     "RecordError",
+    "RecordsTooLargeError",
     "TimestampType",
     "UnsupportedCompressionTypeError",
     "assign_offsets",
@@ -74,6 +76,7 @@ __all__ = [
     "parse_batches",
     "read_header",
     "rebuild_batch",
+    "record_data",
     "set_log_append_time",
     "valid_length",
 ]
@@ -139,6 +142,13 @@ class InvalidRecordError(RecordError):
     (Kafka INVALID_RECORD)."""
 
     error_code = 87
+
+
+class RecordsTooLargeError(RecordError):
+    """Records that decompress to more bytes than the reader allows (Kafka
+    MESSAGE_TOO_LARGE)."""
+
+    error_code = 10
 
 
 class UnsupportedCompressionTypeError(RecordError):
@@ -419,81 +429,37 @@ class NewRecord(NamedTuple):
     timestamp: int | None = None
 
 
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-_XERIAL_HEADER = _XERIAL_MAGIC + _I32.pack(1) + _I32.pack(1)
-_XERIAL_BLOCK = 32 * 1024  # xerial's default block size, as the Java client writes
+def record_data(batch: Buffer, max_size: int | None = None) -> bytes | memoryview:
+    """The records section of the one batch at ``batch[0:]``, to walk or decode: a view
+    of the batch's own bytes when it is uncompressed (no copy), else its payload
+    decompressed (the one pass). Raises CorruptRecordError when it does not
+    decompress, RecordsTooLargeError when it decompresses to more than ``max_size``
+    bytes (found out producing at most one byte more)."""
+    mv = batch if isinstance(batch, memoryview) else memoryview(batch)
+    return _record_data(mv, _read_header(mv, 0, len(mv), False, False), max_size)
 
 
-def _snappy_decompress(data: bytes) -> bytes:
-    if data[:8] == _XERIAL_MAGIC and len(data) >= 16:
-        # Java's SnappyOutputStream: 16-byte header, then (int32 length, raw block)*.
-        # Version/compat fields are ignored as librdkafka and kafka-python do.
-        out = bytearray()
-        pos, end = 16, len(data)
-        while pos < end:
-            if end - pos < 4:
-                raise CorruptRecordError("truncated xerial snappy block length")
-            (n,) = _I32.unpack_from(data, pos)
-            pos += 4
-            if n < 0 or pos + n > end:
-                raise CorruptRecordError("xerial snappy block extends past the data")
-            out += cramjam.snappy.decompress_raw(data[pos : pos + n])
-            pos += n
-        return bytes(out)
-    return bytes(cramjam.snappy.decompress_raw(data))
-
-
-def _snappy_compress(data: bytes, xerial: bool) -> bytes:
-    if not xerial:
-        return bytes(cramjam.snappy.compress_raw(data))
-    out = bytearray(_XERIAL_HEADER)
-    mv = memoryview(data)
-    for i in range(0, len(data), _XERIAL_BLOCK):
-        block = bytes(cramjam.snappy.compress_raw(mv[i : i + _XERIAL_BLOCK]))
-        out += _I32.pack(len(block))
-        out += block
-    return bytes(out)
-
-
-def _decompress(codec: int, data: bytes) -> bytes:
+def _record_data(mv: memoryview, header: BatchHeader, max_size: int | None = None) -> bytes | memoryview:
+    codec = header.attributes & _COMPRESSION_MASK
+    section = mv[HEADER_SIZE : header.length]
+    if not codec:
+        return section
+    name = Compression(codec).name
     try:
-        if codec == 1:
-            return gzip.decompress(data)
-        if codec == 2:
-            return _snappy_decompress(data)
-        if codec == 3:
-            return bytes(lz4.frame.decompress(data))
-        if codec == 4:
-            # decompressobj: Java's zstd-jni streams may omit the frame content size.
-            return bytes(zstandard.ZstdDecompressor().decompressobj(read_across_frames=True).decompress(data))
-    except RecordError:
-        raise
-    except Exception as exc:  # each codec library has its own error types
-        raise CorruptRecordError(f"cannot decompress records ({Compression(codec).name}): {exc}") from exc
-    raise UnsupportedCompressionTypeError(f"unknown compression type {codec}")
-
-
-def _compress(codec: Compression, data: bytes, snappy_xerial: bool) -> bytes:
-    if codec == Compression.GZIP:
-        return gzip.compress(data, compresslevel=6, mtime=0)
-    if codec == Compression.SNAPPY:
-        return _snappy_compress(data, snappy_xerial)
-    if codec == Compression.LZ4:
-        # Kafka's Java LZ4 reader does not support dependent (linked) blocks.
-        return bytes(lz4.frame.compress(data, block_linked=False))
-    if codec == Compression.ZSTD:
-        return bytes(zstandard.ZstdCompressor().compress(data))
-    raise UnsupportedCompressionTypeError(f"unknown compression type {int(codec)}")
+        return decompress(codec, bytes(section), max_size)
+    except DecompressedTooLargeError as exc:
+        raise RecordsTooLargeError(f"records ({name}) decompress to more than {max_size} bytes") from exc
+    except DecompressionError as exc:
+        raise CorruptRecordError(f"cannot decompress records ({name}): {exc}") from exc
 
 
 def iter_records(batch: Buffer) -> Iterator[Record]:
     """Decode (decompressing if needed) the records of the one batch at ``batch[0:]``."""
     mv = batch if isinstance(batch, memoryview) else memoryview(batch)
     header = _read_header(mv, 0, len(mv), False, False)
-    codec = header.attributes & _COMPRESSION_MASK
-    payload = bytes(mv[HEADER_SIZE : header.length])
-    data = _decompress(codec, payload) if codec else payload
-    yield from _decode_records(data, header.records_count)
+    data = _record_data(mv, header)
+    # Keys and values are slices of ``data``: bytes, not views into the caller's buffer.
+    yield from _decode_records(data if isinstance(data, bytes) else bytes(data), header.records_count)
 
 
 def _decode_records(data: bytes, count: int) -> Iterator[Record]:
@@ -597,8 +563,8 @@ def rebuild_batch(batch: Buffer, records: Sequence[Record]) -> bytearray:
         for r in records:
             _encode_record(body, r.offset_delta, r.timestamp_delta, NewRecord(r.key, r.value, r.headers))
         if codec:
-            xerial = codec == Compression.SNAPPY and bytes(mv[HEADER_SIZE : HEADER_SIZE + 8]) == _XERIAL_MAGIC
-            payload = _compress(Compression(codec), bytes(body), xerial)
+            xerial = codec == Compression.SNAPPY and bytes(mv[HEADER_SIZE : HEADER_SIZE + 8]) == XERIAL_MAGIC
+            payload = compress(codec, bytes(body), xerial)
         else:
             payload = body
         if not attributes & _TIMESTAMP_TYPE_MASK:
@@ -660,7 +626,7 @@ def build_batch(
     for i, (rec, ts) in enumerate(zip(items, stamps, strict=True)):
         _encode_record(body, i, ts - base_ts, rec)
     codec = Compression(compression)
-    payload: bytes | bytearray = _compress(codec, bytes(body), snappy_xerial) if codec else body
+    payload: bytes | bytearray = compress(codec, bytes(body), snappy_xerial) if codec else body
     attributes = int(codec)
     if timestamp_type == TimestampType.LOG_APPEND_TIME:
         attributes |= _TIMESTAMP_TYPE_MASK

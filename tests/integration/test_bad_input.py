@@ -28,14 +28,25 @@ from crc32c import crc32c
 
 from refka.protocol import ErrorCode, RequestHeader, decode_response_header, encode_request_header, join
 from refka.protocol.api import Api
+from refka.protocol.compression import compress
 from refka.protocol.messages.api_versions import ApiVersions
 from refka.protocol.messages.create_topics import CreateTopics
 from refka.protocol.messages.fetch import Fetch
 from refka.protocol.messages.list_offsets import ListOffsets
 from refka.protocol.messages.metadata import Metadata
 from refka.protocol.messages.produce import Produce
-from refka.protocol.records import build_batch, iter_batches, iter_records
+from refka.protocol.records import (
+    Compression,
+    assign_offsets,
+    build_batch,
+    encode_varint,
+    iter_batches,
+    iter_records,
+    parse_batches,
+    read_header,
+)
 from tests.brokers import BrokerProcess
+from tests.integration.cluster_helpers import log_file, stored_batches
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
@@ -410,9 +421,43 @@ def _unknown_compression_batch() -> bytes:
     return bytes(batch)
 
 
+def _with_valid_crc(batch: bytearray) -> bytes:
+    struct.pack_into(">I", batch, 17, crc32c(bytes(batch[21:])))
+    return bytes(batch)
+
+
+def _null_header_key_batch() -> bytes:
+    """One record with one header whose key length is -1 (null), under a valid CRC."""
+    batch = build_batch([(b"key", b"value")], timestamp=1_700_000_000_000)
+    # The record from its attributes to its value, then header count 1, key -1, value -1.
+    body = bytes(batch[62:-1]) + encode_varint(1) + encode_varint(-1) + encode_varint(-1)
+    batch[61:] = encode_varint(len(body)) + body
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    return _with_valid_crc(batch)
+
+
+def _garbled_zstd_batch() -> bytes:
+    batch = build_batch([(b"k%d" % i, b"value " * 30) for i in range(10)], compression=Compression.ZSTD)
+    for i in range(70, len(batch) - 4):
+        batch[i] ^= 0x5A
+    return _with_valid_crc(batch)
+
+
+def _zstd_bomb_batch() -> bytes:
+    """Compression bits zstd over 100 KB of zeros: a few bytes that decompress past 64
+    times SMALL_TOPIC's max.message.bytes, the most a leader decompresses."""
+    batch = build_batch([(b"k", b"v")], compression=Compression.ZSTD)
+    batch[61:] = compress(Compression.ZSTD, bytes(100_000))
+    struct.pack_into(">i", batch, 8, len(batch) - 12)
+    return _with_valid_crc(batch)
+
+
 PRODUCE_ERRORS = {
     # name: (topic, records, acks, expected error)
     "corrupt_crc": (TOPIC, _corrupt_crc_batch(), 1, ErrorCode.CORRUPT_MESSAGE),
+    "null_header_key": (TOPIC, _null_header_key_batch(), 1, ErrorCode.CORRUPT_MESSAGE),
+    "zstd_payload_that_does_not_decompress": (TOPIC, _garbled_zstd_batch(), 1, ErrorCode.CORRUPT_MESSAGE),
+    "zstd_bomb": (SMALL_TOPIC, _zstd_bomb_batch(), 1, ErrorCode.MESSAGE_TOO_LARGE),
     "magic_1_message_set": (TOPIC, legacy_message_set(b"key", b"value"), 1, ErrorCode.INVALID_RECORD),
     "magic_1_message_set_large": (TOPIC, legacy_message_set(b"key", b"v" * 300), 1, ErrorCode.INVALID_RECORD),
     "unknown_compression_type": (TOPIC, _unknown_compression_batch(), 1, ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
@@ -579,3 +624,118 @@ def test_fifty_pipelined_requests_are_answered_in_request_order(strict_broker, t
         assert produce_offsets == list(range(base, base + produced))
         c.api_versions()
     assert warnings_for(strict_broker, c) == []
+
+
+# -- issue 16's reproducer: a batch nobody can read back ----------------------------------------
+
+# A Produce v9 frame (size prefix included; client "wirefuzz", correlation id 1) for
+# partition 0 of repro-lz4: one batch with compression bits LZ4 whose payload is not
+# LZ4 (an uncompressed record), under a valid CRC; and a ListOffsets v7 for the
+# partition's max timestamp (correlation id 2). A broker that stored the batch then
+# closed the connection on the ListOffsets (handler_failed CorruptRecordError).
+REPRO_TOPIC = "repro-lz4"
+REPRO_PRODUCE = bytes.fromhex(
+    "00000087000000090000000100087769726566757a7a0000000100001388020a726570726f2d6c7a3402000000005a"
+    "00000000000000000000004dffffffff02ceadf41d000300000000000001a2120e87ee000001a2120e87eeffffffffff"
+    "ffffffffffffffffff0000000136000000026b28767676767676767676767676767676767676767600000000"
+)
+REPRO_LIST_OFFSETS = bytes.fromhex(
+    "00000037000200070000000200087769726566757a7a00ffffffff00020a726570726f2d6c7a340200000000ffffffff"
+    "fffffffffffffffd000000"
+)
+REPRO_BATCH = REPRO_PRODUCE[47:136]
+
+
+def _create_repro_topic(c: RawClient) -> bytes:
+    R = CreateTopics.Request
+    resp = c.call(CreateTopics, R(topics=[R.CreatableTopic(
+        name=REPRO_TOPIC, num_partitions=1, replication_factor=1, assignments=[], configs=[])],
+        timeout_ms=15_000, validate_only=False), V_CREATE_TOPICS)
+    assert [(t.name, t.error_code) for t in resp.topics] == [(REPRO_TOPIC, ErrorCode.NONE)]
+    return bytes(resp.topics[0].topic_id)
+
+
+def _log_end_offset(c: RawClient) -> int:
+    resp = c.call(ListOffsets, list_offsets_request(REPRO_TOPIC, 0, timestamp=-1), V_LIST_OFFSETS)
+    p = resp.topics[0].partitions[0]
+    assert p.error_code == ErrorCode.NONE
+    return int(p.offset)
+
+
+def _repro_list_offsets(c: RawClient) -> Any:
+    c.send(REPRO_LIST_OFFSETS)
+    resp = c.read_response(ListOffsets, 7, 2)
+    [t] = resp.topics
+    [p] = t.partitions
+    assert (t.name, p.partition_index) == (REPRO_TOPIC, 0)
+    return p
+
+
+def test_the_lz4_reproducer_is_refused_corrupt_and_never_reaches_the_log(strict_broker, topic_ids):
+    assert parse_batches(REPRO_BATCH)[0].compression == Compression.LZ4  # the CRC is right
+    with RawClient(strict_broker) as c:
+        _create_repro_topic(c)
+        c.send(REPRO_PRODUCE)
+        resp = c.read_response(Produce, 9, 1)
+        [t] = resp.responses
+        [p] = t.partition_responses
+        assert (t.name, p.index, p.error_code, p.base_offset) == (REPRO_TOPIC, 0, ErrorCode.CORRUPT_MESSAGE, -1)
+        assert "cannot decompress records (LZ4)" in p.error_message
+        assert _log_end_offset(c) == 0
+        # The ListOffsets of the report is answered on the same connection: nothing there.
+        p = _repro_list_offsets(c)
+        assert (p.error_code, p.offset, p.timestamp) == (ErrorCode.NONE, -1, -1)
+        c.api_versions()
+    assert warnings_for(strict_broker, c) == []
+
+
+def test_a_batch_on_disk_that_does_not_decode_is_answered_not_a_closed_connection(tmp_path):
+    """What an older refka let in, found on disk: ListOffsets answers that partition
+    CORRUPT_MESSAGE with one warning line naming it, Fetch serves the batch as stored
+    (no broker decompresses for a Fetch), and the partition takes new records."""
+    data_dir = tmp_path / "data"
+    broker = BrokerProcess(data_dir).start()
+    try:
+        with RawClient(broker) as c:
+            topic_id = _create_repro_topic(c)
+            good = build_batch([(b"k", b"before")], timestamp=1_000)
+            resp = c.call(Produce, produce_request(REPRO_TOPIC, 0, bytes(good)), V_PRODUCE)
+            assert produced_offset(resp) == (ErrorCode.NONE, 0)
+    finally:
+        broker.stop()
+    # The reproducer's batch at offset 1 (base offset and leader epoch are outside the
+    # CRC), as the last batch of the segment; without the clean-shutdown marker the
+    # broker re-reads that segment at start-up, checking CRCs only.
+    segment = log_file(data_dir, 0, REPRO_TOPIC)
+    stored = stored_batches(segment)
+    corrupt = bytearray(REPRO_BATCH)
+    assign_offsets(corrupt, 0, 1, read_header(stored).partition_leader_epoch)
+    segment.write_bytes(stored + corrupt)
+    (segment.parent / ".clean_shutdown").unlink(missing_ok=True)
+
+    broker = BrokerProcess(data_dir).start()
+    try:
+        with RawClient(broker) as c:
+            assert _log_end_offset(c) == 2
+            p = _repro_list_offsets(c)  # the max timestamp is the corrupt batch's
+            assert (p.error_code, p.offset) == (ErrorCode.CORRUPT_MESSAGE, -1)
+            by_time = c.call(ListOffsets, list_offsets_request(REPRO_TOPIC, 0, timestamp=2_000), V_LIST_OFFSETS)
+            assert by_time.topics[0].partitions[0].error_code == ErrorCode.CORRUPT_MESSAGE
+            found = c.call(ListOffsets, list_offsets_request(REPRO_TOPIC, 0, timestamp=0), V_LIST_OFFSETS)
+            assert (found.topics[0].partitions[0].error_code, found.topics[0].partitions[0].offset) == (0, 0)
+            resp = c.call(Fetch, fetch_request(topic_id, 0, 0, max_wait_ms=0), V_FETCH)
+            p = resp.responses[0].partitions[0]
+            assert p.error_code == ErrorCode.NONE
+            assert [(h.base_offset, h.compression) for h in iter_batches(p.records)] == [
+                (0, Compression.NONE), (1, Compression.LZ4)]
+            resp = c.call(Produce, produce_request(REPRO_TOPIC, 0, bytes(build_batch([(b"k", b"after")]))),
+                          V_PRODUCE)
+            assert produced_offset(resp) == (ErrorCode.NONE, 2)
+            c.api_versions()
+    finally:
+        broker.stop()
+    lines = broker.log_path.read_text().splitlines()
+    unreadable = [line for line in lines if "list_offsets_records_unreadable" in line]
+    assert len(unreadable) == 2, unreadable
+    assert all("topic=repro-lz4" in line and "partition=0" in line and "[warning" in line for line in unreadable)
+    assert not [line for line in lines if "handler_failed" in line or "Traceback" in line]

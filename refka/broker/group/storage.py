@@ -53,13 +53,16 @@ from typing import TYPE_CHECKING, Any
 
 from refka.protocol import ErrorCode
 from refka.protocol.extensions import TAG_OFFSET_TOPIC_EPOCH
-from refka.protocol.records import build_batch, iter_batches, iter_records, parse_batches
+from refka.protocol.records import RecordError, build_batch, iter_batches, iter_records, parse_batches
 
 from ..log import LogError, RecordTooLargeError
+from ..logging import get_logger
 from .offsets import CommittedOffset
 
 if TYPE_CHECKING:
     from ..partition import Partition
+
+log = get_logger("refka.group")
 
 OFFSETS_TOPIC = "__consumer_offsets"
 
@@ -444,7 +447,8 @@ class LogStore:
     async def read(self, index: int) -> AsyncIterator[tuple[bytes | None, bytes | None]]:
         """Every record of the partition from its log start offset to its log end offset
         (as Kafka loads: up to the log end, not the high watermark), yielding the loop
-        between chunks of offsets.load.buffer.size bytes."""
+        between chunks of offsets.load.buffer.size bytes. A batch whose records do not
+        decode is skipped with a warning (Kafka stops loading the partition there)."""
         part = self._partition(index)
         if part is None:
             return
@@ -459,7 +463,15 @@ class LogStore:
                     if header.is_control:
                         continue
                     batch = view[header.position : header.position + header.length]
-                    for rec in iter_records(batch):
+                    try:
+                        records = list(iter_records(batch))
+                    except RecordError as e:
+                        # Stored before leaders walked every batch's records (an older
+                        # refka): skipped whole, and the records after it still load.
+                        log.warning("group_batch_unreadable", partition=index, offset=header.base_offset,
+                                    reason=str(e))
+                        continue
+                    for rec in records:
                         yield rec.key, rec.value
             offset = res.next_offset
             await asyncio.sleep(0)

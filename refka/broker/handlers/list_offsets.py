@@ -12,6 +12,13 @@ Behavior:
   current_leader_epoch checked (v4+): FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH.
 - isolation_level read_committed reads the last stable offset, which equals
   the high watermark: no transactions are served.
+- A search by timestamp or for the max timestamp decodes the records of the
+  batch it lands on. Records that do not decode (stored before leaders walked
+  every batch's records, by an older refka) answer that partition
+  CORRUPT_MESSAGE, with a warning line naming it; the other partitions and the
+  connection carry on. Kafka 3.9 answers UNKNOWN_SERVER_ERROR there (the
+  KafkaException a failed decompression raises maps to nothing) or
+  INVALID_RECORD (records that do not parse).
 
 Version notes:
 - v1 one offset per partition, no max_num_offsets. v2 isolation_level. v4
@@ -25,9 +32,13 @@ from typing import Any
 
 from refka.protocol import ErrorCode
 from refka.protocol.messages.list_offsets import ListOffsets
+from refka.protocol.records import RecordError
 
 from ..leader_hints import local_leader
+from ..logging import get_logger
 from ..registry import handles
+
+log = get_logger("refka.list_offsets")
 
 Resp = ListOffsets.Response
 RTopic = Resp.ListOffsetsTopicResponse
@@ -50,14 +61,16 @@ def _answer(broker, topic: str, p, v: int) -> Any:
     elif ts in (EARLIEST, EARLIEST_LOCAL):
         out.offset = part.log_start_offset
         out.leader_epoch = plog.epoch_for_offset(out.offset)
-    elif ts == MAX_TIMESTAMP:
-        found = plog.max_timestamp_offset()
-        if found is not None and found[0] < part.high_watermark:
-            out.offset, out.timestamp, out.leader_epoch = found
-    elif ts < 0:
+    elif ts < 0 and ts != MAX_TIMESTAMP:
         out.error_code = ErrorCode.INVALID_REQUEST
     else:
-        found = plog.offset_for_timestamp(ts)
+        try:
+            found = plog.max_timestamp_offset() if ts == MAX_TIMESTAMP else plog.offset_for_timestamp(ts)
+        except RecordError as e:
+            log.warning("list_offsets_records_unreadable", topic=topic, partition=p.partition_index,
+                        timestamp=ts, error=str(e))
+            out.error_code = ErrorCode.CORRUPT_MESSAGE
+            return out
         if found is not None and found[0] < part.high_watermark:
             out.offset, out.timestamp, out.leader_epoch = found
     return out

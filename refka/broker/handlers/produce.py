@@ -7,9 +7,11 @@ Behavior:
   LogValidator) before anything is appended: RecordBatch v2 only (a bad CRC
   or a truncated batch is CORRUPT_MESSAGE, magic < 2 INVALID_RECORD),
   compression bits naming no codec UNSUPPORTED_COMPRESSION_TYPE, a batch
-  above the topic's max.message.bytes MESSAGE_TOO_LARGE, and on a compacted
-  topic a record without a key INVALID_RECORD with record_errors (v8+,
-  KIP-467). Records are decoded only on compacted topics.
+  above the topic's max.message.bytes (or decompressing to more than 64
+  times it) MESSAGE_TOO_LARGE, records under a valid CRC that do not read
+  back (each batch decompressed once and its records walked)
+  CORRUPT_MESSAGE, and on a compacted topic a record without a key
+  INVALID_RECORD with record_errors (v8+, KIP-467).
 - Offsets and the partition leader epoch are patched into the batch in place,
   then the batch is written as received (no recompression).
 - A partition this broker does not lead is NOT_LEADER_OR_FOLLOWER; an

@@ -1,13 +1,18 @@
-"""__consumer_offsets record formats (storage.py), checked against Kafka's bytes."""
+"""__consumer_offsets record formats (storage.py), checked against Kafka's bytes, and
+reading them back for loading."""
 
 from __future__ import annotations
 
 import struct
+from types import SimpleNamespace
 
 import pytest
+import structlog
+from crc32c import crc32c
 
 from refka.broker.group import storage
 from refka.broker.group.offsets import CommittedOffset
+from refka.protocol.records import Compression, build_batch
 
 
 def test_offset_values_round_trip_in_kafkas_versions():
@@ -60,3 +65,23 @@ def test_strings_fit_only_up_to_an_int16_length_and_writing_a_longer_one_says_so
     assert not storage.fits("é" * (storage.MAX_STRING_BYTES // 2 + 1))  # bytes of UTF-8, not characters
     with pytest.raises(ValueError, match="does not fit a non-flexible record"):
         storage.group_key("g" * (storage.MAX_STRING_BYTES + 1))
+
+
+async def test_loading_skips_a_batch_whose_records_do_not_decode(memory_log):
+    """A batch stored before leaders walked records (an older refka) that does not
+    decompress: the records before and after it load, and one warning names it."""
+    plog = memory_log()
+    before = [(storage.offset_key("g", "t", 0), storage.offset_value(CommittedOffset(1, -1, "", 10)))]
+    after = [(storage.offset_key("g", "t", 1), storage.offset_value(CommittedOffset(2, -1, "", 20)))]
+    plog.append(build_batch(before), leader_epoch=0)
+    not_lz4 = build_batch([(b"k", b"v")], timestamp=10)
+    struct.pack_into(">h", not_lz4, 21, int(Compression.LZ4))  # compression bits LZ4, records as they are
+    struct.pack_into(">I", not_lz4, 17, crc32c(bytes(not_lz4[21:])))
+    plog.append(not_lz4, leader_epoch=0)
+    plog.append(build_batch(after), leader_epoch=0)
+    store = storage.LogStore(lambda topic, index: SimpleNamespace(log=plog))
+    with structlog.testing.capture_logs() as logs:
+        read = [kv async for kv in store.read(0)]
+    assert read == before + after
+    [warning] = [e for e in logs if e["log_level"] == "warning"]
+    assert (warning["event"], warning["partition"], warning["offset"]) == ("group_batch_unreadable", 0, 1)
