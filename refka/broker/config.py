@@ -16,6 +16,8 @@ from typing import Any
 
 from refka.common import Endpoint, topic_config
 
+from .log.open_files import DEFAULT_MAX_OPEN_FILES
+
 # Topic configs whose broker synonym (the most precise one) is a property of refka's
 # broker; its type and default come from the topic-config table. The table's other
 # synonyms (log.retention.hours, log.preallocate, ...) are not read: their topic configs
@@ -70,6 +72,12 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "log.cleaner.dedupe.buffer.size": (int, 128 * 1024 * 1024),
     # -1: not set, flush.ms keeps its own default (Kafka's default here is null).
     "log.flush.interval.ms": (int, -1),
+    # Not Kafka's (it keeps every segment open and asks for ulimit -n >= 100,000): the
+    # descriptors the logs keep open between them, least recently used closed first
+    # (log/open_files.py). 4096 holds the files of ~1,000 busy partitions (a segment's file
+    # and its mapping, two indexes) and leaves most of a 20,000-descriptor limit to
+    # connections; a partition at rest holds none.
+    "log.open.files.max": (int, DEFAULT_MAX_OPEN_FILES),
     "socket.request.max.bytes": (int, 104857600),
     "connections.max.idle.ms": (int, 600_000),
     # KIP-578 (Kafka's defaults are unbounded): generous, yet below what this machine's

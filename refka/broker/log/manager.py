@@ -4,6 +4,10 @@ Directories are ``<log.dir>/<topic>-<partition>``; topic names may contain ``-``
 the partition is what follows the last one. A new partition goes to the log dir
 holding the fewest partitions, as in Kafka.
 
+Descriptors: the logs' files are opened when used and closed least recently used
+first past ``max_open_files`` (log.open.files.max), through one ``OpenFileCache``
+(open_files.py) that every log of the manager shares.
+
 Threading contract. The event loop owns the logs: it calls ``get_or_create``,
 ``get``, ``delete`` and the logs' own methods. Two passes may run in a worker
 thread (``await asyncio.to_thread(manager.retention_pass, now_ms)``), concurrently
@@ -43,6 +47,7 @@ from refka.common import TopicPartition
 from . import checkpoint
 from .config import LogConfig
 from .log import Clock, PartitionLog, wall_clock_ms
+from .open_files import DEFAULT_MAX_OPEN_FILES, OpenFileCache
 from .segment import LogSegment
 
 _log = structlog.get_logger("refka.log")
@@ -83,16 +88,19 @@ class LogManager:
         *,
         config_for: Callable[[str], LogConfig] | None = None,
         clock: Clock | None = None,
+        max_open_files: int = DEFAULT_MAX_OPEN_FILES,
     ) -> None:
         """Open every partition found in ``log_dirs`` (with ``config_for(topic)``, or
         the default config), recovering them as needed; leftovers of deleted
-        partitions are removed by the first retention pass."""
+        partitions are removed by the first retention pass. The logs keep at most
+        ``max_open_files`` descriptors open between them (log.open.files.max)."""
         if not memory and not log_dirs:
             raise ValueError("LogManager needs log_dirs unless memory=True")
         self.memory = memory
         self.log_dirs = [] if memory else [Path(d) for d in log_dirs or ()]
         self.default_config = default_config or LogConfig()
         self._clock = clock or wall_clock_ms
+        self.open_files = OpenFileCache(max_open_files)
         self._lock = threading.Lock()
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
@@ -115,7 +123,9 @@ class LogManager:
             if tp is None:
                 continue
             config = config_for(tp[0]) if config_for else self.default_config
-            self._logs[tp] = PartitionLog.open(Path(entry.path), config, clock=self._clock, reaper=self._reap)
+            self._logs[tp] = PartitionLog.open(
+                Path(entry.path), config, clock=self._clock, reaper=self._reap, files=self.open_files
+            )
             self._dir_of[tp] = log_dir
             _log.debug("log_loaded", topic=tp[0], partition=tp[1], dir=entry.path)
 
@@ -139,11 +149,17 @@ class LogManager:
         config = config or self.default_config
         with self._lock:
             if self.memory:
-                log = PartitionLog.open(None, config, memory=True, clock=self._clock, reaper=self._reap)
+                log = PartitionLog.open(
+                    None, config, memory=True, clock=self._clock, reaper=self._reap, files=self.open_files
+                )
             else:
                 log_dir = self._least_loaded_dir()
                 log = PartitionLog.open(
-                    log_dir / f"{topic}-{partition}", config, clock=self._clock, reaper=self._reap
+                    log_dir / f"{topic}-{partition}",
+                    config,
+                    clock=self._clock,
+                    reaper=self._reap,
+                    files=self.open_files,
                 )
                 self._dir_of[tp] = log_dir
             self._logs[tp] = log

@@ -22,6 +22,12 @@ long as the caller holds them, whatever the log does next:
   renamed over the old one (old views keep the old inode). Memory mode always
   truncates into a fresh bytearray.
 - Deletion renames/unlinks; mapped views of an unlinked file remain readable.
+- The descriptor and the mapping are the broker's ``OpenFileCache``'s
+  (open_files.py): evicted, the file is trimmed, its mappings closed or let go
+  as above and its descriptor closed; the next write, read or view opens and
+  maps it again. ``buffer()`` therefore hands out a view too, never the mapping
+  itself, so an eviction between the call and the reads lets the mapping go
+  instead of closing it under the reader.
 """
 
 from __future__ import annotations
@@ -32,63 +38,94 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from .open_files import CachedFile, OpenFileCache
+
 # How far the file is grown ahead of its data.
 GROWTH_STEP = 4 * 1024 * 1024
 
 
-class FileStore:
-    __slots__ = ("path", "size", "_capacity", "_fd", "_mm", "_mm_size", "_retired")
+class FileStore(CachedFile):
+    """A segment's bytes in its file; the descriptor and the mapping live in the
+    broker's ``OpenFileCache`` (open_files.py) and come back when used."""
 
-    def __init__(self, path: Path) -> None:
-        self.path = path
-        self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
-        # Until a load or recovery says otherwise, the whole file is data.
-        self.size = self._capacity = os.fstat(self._fd).st_size
+    __slots__ = ("size", "_capacity", "_mm", "_mm_size", "_retired")
+
+    def __init__(self, path: Path, files: OpenFileCache) -> None:
+        # Opened again read-write, never created: a file gone from under the log is
+        # an error, not an empty segment.
+        super().__init__(path, files, os.O_RDWR)
         self._mm: mmap.mmap | None = None
         self._mm_size = 0
         # Earlier mappings that still had views when we moved on.
         self._retired: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
+        with self._lock:
+            fd = self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            # Until a load or recovery says otherwise, the whole file is data.
+            self.size = self._capacity = os.fstat(fd).st_size
+            files.charge(self, 1)
+
+    def _descriptors(self) -> int:
+        return 2 if self._mm is not None else 1
 
     def write(self, data: Any) -> None:
         """Write ``data`` after the current data; in the kernel when this returns."""
         mv = memoryview(data)
         n = len(mv)
-        end = self.size + n
         try:
-            if end > self._capacity:
-                os.ftruncate(self._fd, end + GROWTH_STEP)
-                self._capacity = end + GROWTH_STEP
-            done = 0
-            while done < n:
-                done += os.pwrite(self._fd, mv[done:], self.size + done)
+            with self._lock:
+                fd = self._use()
+                end = self.size + n
+                if end > self._capacity:
+                    os.ftruncate(fd, end + GROWTH_STEP)
+                    self._capacity = end + GROWTH_STEP
+                done = 0
+                while done < n:
+                    done += os.pwrite(fd, mv[done:], self.size + done)
+                # A failed write leaves bytes past the data: never read, cut by recovery.
+                self.size = end
         finally:
             mv.release()
-        # A failed write leaves bytes past the data: never read, cut by recovery.
-        self.size = end
 
     def trim(self) -> None:
         """Give back the space grown ahead of the data (segment rolled or closed)."""
+        with self._lock:
+            self._trim()
+
+    def _trim(self) -> None:
+        # An evicted file was trimmed then: capacity == size, nothing to reopen for.
         if self._capacity > self.size:
-            os.ftruncate(self._fd, self.size)
+            os.ftruncate(self._use(), self.size)
             self._capacity = self.size
             self._mm_size = min(self._mm_size, self.size)
 
     def buffer(self) -> Any:
-        """An object covering bytes [0, size) for ``struct.unpack_from`` and slicing."""
-        if self._mm_size < self.size:
-            self._remap()
-        return self._mm if self._mm is not None else b""
+        """An object covering bytes [0, size) for ``struct.unpack_from`` and slicing: a
+        view, so that an eviction while the caller reads lets the mapping go."""
+        with self._lock:
+            if self._mm_size < self.size:
+                self._remap()
+            elif self._mm is None:
+                return b""
+            else:
+                self._files.touch(self)
+            return memoryview(self._mm)  # type: ignore[arg-type]
 
     def view(self, start: int, end: int) -> memoryview:
-        if self._mm_size < end:
-            self._remap()
-        return memoryview(self._mm)[start:end]  # type: ignore[arg-type]
+        with self._lock:
+            if self._mm_size < end:
+                self._remap()
+            else:
+                self._files.touch(self)
+            return memoryview(self._mm)[start:end]  # type: ignore[arg-type]
 
     def _remap(self) -> None:
+        fd = self._use()
         old = self._mm
-        self._mm = mmap.mmap(self._fd, self._capacity, access=mmap.ACCESS_READ)
+        self._mm = mmap.mmap(fd, self._capacity, access=mmap.ACCESS_READ)
         self._mm_size = self._capacity
-        if old is not None:
+        if old is None:
+            self._files.charge(self, 2)
+        else:
             self._let_go(old)
 
     def _let_go(self, mm: mmap.mmap) -> None:
@@ -99,6 +136,14 @@ class FileStore:
 
     def release_mappings(self) -> bool:
         """Close every mapping; False if some are still exported (views alive)."""
+        with self._lock:
+            mapped = self._mm is not None
+            closed = self._unmap()
+            if mapped and self._fd >= 0:
+                self._files.charge(self, 1)
+            return closed
+
+    def _unmap(self) -> bool:
         if self._mm is not None:
             self._let_go(self._mm)
             self._mm = None
@@ -112,39 +157,42 @@ class FileStore:
         return not self._retired
 
     def truncate(self, size: int) -> None:
-        if size >= self.size:
-            return
-        if self.release_mappings():
-            os.ftruncate(self._fd, size)
-        else:
-            self._copy_prefix(size)
-        self.size = self._capacity = size
+        with self._lock:
+            if size >= self.size:
+                return
+            if self._unmap():
+                os.ftruncate(self._use(), size)
+            else:
+                self._copy_prefix(size)
+            self.size = self._capacity = size
+            self._files.charge(self, 1)  # open (used above), no longer mapped
 
     def _copy_prefix(self, size: int) -> None:
+        src = self._use()
         tmp = self.path.with_name(self.path.name + ".truncating")
         out = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
         try:
-            _copy_range(self._fd, out, size)
+            _copy_range(src, out, size)
         finally:
             os.close(out)
         os.replace(tmp, self.path)
-        os.close(self._fd)
         self._fd = os.open(self.path, os.O_RDWR)
+        os.close(src)
         self._retired = weakref.WeakSet()  # they map the old inode: harmless now
 
-    def dup_fd(self) -> int:
-        return os.dup(self._fd)
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            self.trim()
-            self.release_mappings()
-            os.close(self._fd)
-            self._fd = -1
+    def _release(self) -> None:
+        """Evicted or closed: trimmed, mappings closed or let go, descriptor closed."""
+        try:
+            if self._fd >= 0:
+                self._trim()
+        finally:
+            self._unmap()
+            super()._release()
 
     def rename(self, path: Path) -> None:
-        os.rename(self.path, path)
-        self.path = path
+        with self._lock:
+            os.rename(self.path, path)
+            self.path = path
 
     def delete(self) -> None:
         self.close()
@@ -222,7 +270,7 @@ class MemoryStore:
         self._buf = fresh
         self.size = size
 
-    def dup_fd(self) -> int:
+    def sync_fd(self) -> int:
         return -1
 
     def close(self) -> None:
