@@ -6,20 +6,19 @@ descriptor limit of 100,000 or more; it has no setting that bounds them (its
 LazyIndex only defers mapping an index until first use). refka kept four
 descriptors per partition (the active segment's file and its mapping, both
 indexes once appended to, the leader-epoch checkpoint), so a broker's partitions
-were bounded by ``ulimit -n``. Here a partition at rest holds none.
+were bounded by ``ulimit -n``. Here a partition at rest holds none, and a
+mapping never holds one (store.py).
 
 Rules:
 
 - A ``CachedFile`` (a segment's ``FileStore``, an index file, the leader-epoch
-  checkpoint) opens its descriptor when an operation needs it and charges the
-  cache with the descriptors it holds: one, or two for a mapped segment
-  (CPython's mmap dup()s the descriptor it maps).
+  checkpoint) opens its one descriptor when an operation needs it and tells the
+  cache (``opened``).
 - Past ``max_open`` descriptors the least recently used files are released:
-  a segment's file is trimmed to its data, its mappings closed (one that still
-  has views exported is let go, store.py: it keeps its own descriptor until the
-  last view is released, which is transient) and its descriptor closed; an
-  index file or a checkpoint closes its descriptor. Its next use opens (and
-  maps) it again.
+  a segment's file is trimmed to its data, its mapping let go (unmapped at
+  once, or when the last view handed out is released, store.py) and its
+  descriptor closed; an index file or a checkpoint closes its descriptor. Its
+  next use opens (and maps) it again.
 - A hit makes no syscall: ``touch`` moves the file to the end of an
   OrderedDict, O(1).
 - Threads. Every operation of a file holds the file's own lock. Eviction holds
@@ -40,9 +39,9 @@ Rules:
   reported to the next fsync through one opened later (Linux >= 4.16 reports
   an error nobody has seen to a later opener).
 - The bound is on the descriptors the logs keep. Transient ones (a checkpoint
-  written through a temporary file, a flush's descriptor, a mapping let go
-  under live views, at least the files of the operation running) come on top
-  and go away by themselves.
+  or snapshot written through a temporary file, a flush's descriptor, the
+  files of operations running while the bound is reached) come on top and go
+  away by themselves.
 """
 
 from __future__ import annotations
@@ -68,14 +67,13 @@ class OpenFileCache:
             raise ValueError(f"log.open.files.max must be at least 1, not {max_open}")
         self.max_open = max_open
         self._lock = threading.Lock()
-        # file -> descriptors it holds, least recently used first
-        self._lru: OrderedDict[CachedFile, int] = OrderedDict()
-        self._open = 0
+        # the open files (one descriptor each), least recently used first
+        self._lru: OrderedDict[CachedFile, None] = OrderedDict()
 
     @property
     def open_descriptors(self) -> int:
         """Descriptors the files in the cache hold (transient ones not counted)."""
-        return self._open
+        return len(self._lru)
 
     def __contains__(self, f: object) -> bool:
         return f in self._lru
@@ -87,33 +85,31 @@ class OpenFileCache:
         except KeyError:
             pass  # an evictor is looking at it and puts it back
 
-    def charge(self, f: CachedFile, descriptors: int) -> None:
-        """``f`` (its lock held by the caller) now holds ``descriptors``; files used
-        less recently are released while the cache holds more than ``max_open``."""
+    def opened(self, f: CachedFile) -> None:
+        """``f`` (its lock held by the caller) opened its descriptor; files used less
+        recently are released while more than ``max_open`` are open."""
         with self._lock:
-            self._open += descriptors - self._lru.pop(f, 0)
-            self._lru[f] = descriptors
-            over = self._open > self.max_open
+            self._lru[f] = None
+            over = len(self._lru) > self.max_open
         if over:
             self._evict()
 
     def forget(self, f: CachedFile) -> None:
-        """``f`` (its lock held by the caller) closed its descriptors itself."""
+        """``f`` (its lock held by the caller) closed its descriptor itself."""
         with self._lock:
-            self._open -= self._lru.pop(f, 0)
+            self._lru.pop(f, None)
 
     def _evict(self) -> None:
         victims: list[CachedFile] = []
         with self._lock:
             for _ in range(len(self._lru)):
-                if self._open <= self.max_open:
+                if len(self._lru) <= self.max_open:
                     break
-                f, n = self._lru.popitem(last=False)
+                f, _ = self._lru.popitem(last=False)
                 if f._lock.acquire(blocking=False):
-                    self._open -= n
                     victims.append(f)
                 else:
-                    self._lru[f] = n  # in use right now: it stays, as recently used
+                    self._lru[f] = None  # in use right now: it stays, as recently used
         for f in victims:
             try:
                 f._release()
@@ -152,11 +148,8 @@ class CachedFile:
             self._files.touch(self)
             return fd
         fd = self._fd = os.open(self.path, self._flags, 0o644)
-        self._files.charge(self, self._descriptors())
+        self._files.opened(self)
         return fd
-
-    def _descriptors(self) -> int:
-        return 1
 
     def _release(self) -> None:
         """Close the descriptor (the caller holds the lock; the cache's count is the

@@ -1,37 +1,41 @@
-"""Where a segment's bytes live: an mmapped file, or a bytearray in memory mode.
+"""Where a segment's bytes live: a mapped file, or anonymous memory in memory mode.
 
 Both hand out zero-copy ``memoryview`` slices that stay valid and unchanged for as
 long as the caller holds them, whatever the log does next:
 
 - Appends never move or change bytes already handed out (``os.pwrite`` past the
   data in the file; the memory store writes past its used size and, when it must
-  grow, moves to a new bytearray, leaving the old one to existing views).
+  grow, moves to a new mapping, leaving the old one to existing views).
 - The file grows ahead of its data in steps of a few MiB (``ftruncate``: a sparse
   hole, no disk blocks) and is mapped read-only to that length, so a reader
   following the active segment's tail causes one new mapping per step, not one
-  per append. The file is trimmed to its data when the segment is rolled or
-  closed; after a crash the zeros past the data are a torn tail that recovery
+  per append. The file is trimmed to its data when the segment is rolled, closed
+  or evicted; after a crash the zeros past the data are a torn tail that recovery
   cuts, like any other. No view ever reaches past the data, so trimming is safe
   under live views.
 - When a read needs bytes past the mapped length, the file is mapped again. A
   mapping that still has views cannot be closed: it is let go and unmapped by
   CPython when the last view is released.
+- A mapping holds no descriptor. ``mmap.mmap(fd, ...)`` dup()s the descriptor it
+  maps and keeps it for the mapping's life, so every mapping let go under live
+  views (a Fetch answer in flight holds one per partition) held a descriptor of
+  its own: a Fetch over a thousand partitions whose files were evicted meanwhile
+  held a thousand. ``_map_file`` maps the file over an anonymous ``mmap`` object
+  instead (see there): the same object, the same rules, no descriptor.
 - Truncation is the dangerous case: ``ftruncate`` under a live mapping turns reads
   of the cut pages into SIGBUS. So ``truncate`` first closes every mapping of the
   file; if one is still exported, the kept prefix is copied to a new file that is
   renamed over the old one (old views keep the old inode). Memory mode always
-  truncates into a fresh bytearray.
+  truncates into a fresh mapping.
 - Deletion renames/unlinks; mapped views of an unlinked file remain readable.
-- The descriptor and the mapping are the broker's ``OpenFileCache``'s
-  (open_files.py): evicted, the file is trimmed, its mappings closed or let go
-  as above and its descriptor closed; the next write, read or view opens and
-  maps it again. ``buffer()`` therefore hands out a view too, never the mapping
-  itself, so an eviction between the call and the reads lets the mapping go
-  instead of closing it under the reader.
+- The descriptor is the broker's ``OpenFileCache``'s (open_files.py): evicted, the
+  file is trimmed, its mapping let go and its descriptor closed; the next write,
+  read or view opens and maps it again.
 """
 
 from __future__ import annotations
 
+import ctypes
 import mmap
 import os
 import weakref
@@ -44,17 +48,44 @@ from .open_files import CachedFile, OpenFileCache
 GROWTH_STEP = 4 * 1024 * 1024
 
 
-class FileStore(CachedFile):
-    """A segment's bytes in its file; the descriptor and the mapping live in the
-    broker's ``OpenFileCache`` (open_files.py) and come back when used."""
+_libc = ctypes.CDLL(None, use_errno=True)
+_libc.mmap.restype = ctypes.c_void_p
+_libc.mmap.argtypes = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_int, ctypes.c_int, ctypes.c_long)
+_MAP_FIXED = 0x10  # Linux's (and the BSDs'); Python's mmap module does not name it before 3.13
+# Mappings whose MAP_FIXED call failed: that may have unmapped their range already,
+# and a munmap there could hit whatever another thread has mapped since. Never closed.
+_abandoned: list[mmap.mmap] = []
 
-    __slots__ = ("size", "_capacity", "_mm", "_mm_size", "_retired")
+
+def _map_file(fd: int, length: int) -> mmap.mmap:
+    """The first ``length`` (> 0) bytes of the file, mapped read-only and shared, in an
+    ``mmap`` object that holds no descriptor: an anonymous mapping (no descriptor to
+    dup) whose pages mmap(2) then replaces, at the same address, with the file's.
+    It is used read-only only (views through ``toreadonly()``); closing it, or its last
+    view going, unmaps it as any mapping."""
+    mm = mmap.mmap(-1, length, flags=mmap.MAP_PRIVATE)
+    first = ctypes.c_char.from_buffer(mm)
+    addr = ctypes.addressof(first)
+    del first  # the export ends: the mapping can be closed again
+    if _libc.mmap(addr, length, mmap.PROT_READ, mmap.MAP_SHARED | _MAP_FIXED, fd, 0) != addr:
+        err = ctypes.get_errno()
+        _abandoned.append(mm)
+        raise OSError(err, f"mmap: {os.strerror(err)}")
+    return mm
+
+
+class FileStore(CachedFile):
+    """A segment's bytes in its file; its descriptor lives in the broker's
+    ``OpenFileCache`` (open_files.py) and comes back when used."""
+
+    __slots__ = ("size", "_capacity", "_mm", "_view", "_mm_size", "_retired")
 
     def __init__(self, path: Path, files: OpenFileCache) -> None:
         # Opened again read-write, never created: a file gone from under the log is
         # an error, not an empty segment.
         super().__init__(path, files, os.O_RDWR)
         self._mm: mmap.mmap | None = None
+        self._view: memoryview | None = None  # read-only, over all of _mm
         self._mm_size = 0
         # Earlier mappings that still had views when we moved on.
         self._retired: weakref.WeakSet[mmap.mmap] = weakref.WeakSet()
@@ -62,10 +93,7 @@ class FileStore(CachedFile):
             fd = self._fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
             # Until a load or recovery says otherwise, the whole file is data.
             self.size = self._capacity = os.fstat(fd).st_size
-            files.charge(self, 1)
-
-    def _descriptors(self) -> int:
-        return 2 if self._mm is not None else 1
+            files.opened(self)
 
     def write(self, data: Any) -> None:
         """Write ``data`` after the current data; in the kernel when this returns."""
@@ -99,16 +127,17 @@ class FileStore(CachedFile):
             self._mm_size = min(self._mm_size, self.size)
 
     def buffer(self) -> Any:
-        """An object covering bytes [0, size) for ``struct.unpack_from`` and slicing: a
-        view, so that an eviction while the caller reads lets the mapping go."""
+        """Bytes [0, size) for ``struct.unpack_from`` and slicing: a view, so that an
+        eviction while the caller reads lets the mapping go instead of closing it."""
         with self._lock:
-            if self._mm_size < self.size:
+            size = self.size
+            if self._mm_size < size:
                 self._remap()
-            elif self._mm is None:
+            elif self._view is None:
                 return b""
             else:
                 self._files.touch(self)
-            return memoryview(self._mm)  # type: ignore[arg-type]
+            return self._view[:size]  # type: ignore[index]
 
     def view(self, start: int, end: int) -> memoryview:
         with self._lock:
@@ -116,38 +145,34 @@ class FileStore(CachedFile):
                 self._remap()
             else:
                 self._files.touch(self)
-            return memoryview(self._mm)[start:end]  # type: ignore[arg-type]
+            return self._view[start:end]  # type: ignore[index]
 
     def _remap(self) -> None:
-        fd = self._use()
-        old = self._mm
-        self._mm = mmap.mmap(fd, self._capacity, access=mmap.ACCESS_READ)
+        mm = _map_file(self._use(), self._capacity)
+        self._let_go()
+        self._mm, self._view = mm, memoryview(mm).toreadonly()
         self._mm_size = self._capacity
-        if old is None:
-            self._files.charge(self, 2)
-        else:
-            self._let_go(old)
 
-    def _let_go(self, mm: mmap.mmap) -> None:
-        try:
-            mm.close()
-        except BufferError:
-            self._retired.add(mm)
+    def _let_go(self) -> None:
+        """Close the current mapping, or keep it among the retired if views of it live."""
+        mm, view = self._mm, self._view
+        self._mm = self._view = None
+        self._mm_size = 0
+        if view is not None:
+            view.release()  # ours: the slices handed out keep the mapping alive
+        if mm is not None:
+            try:
+                mm.close()
+            except BufferError:
+                self._retired.add(mm)
 
     def release_mappings(self) -> bool:
         """Close every mapping; False if some are still exported (views alive)."""
         with self._lock:
-            mapped = self._mm is not None
-            closed = self._unmap()
-            if mapped and self._fd >= 0:
-                self._files.charge(self, 1)
-            return closed
+            return self._unmap()
 
     def _unmap(self) -> bool:
-        if self._mm is not None:
-            self._let_go(self._mm)
-            self._mm = None
-            self._mm_size = 0
+        self._let_go()
         for mm in list(self._retired):
             try:
                 mm.close()
@@ -165,7 +190,6 @@ class FileStore(CachedFile):
             else:
                 self._copy_prefix(size)
             self.size = self._capacity = size
-            self._files.charge(self, 1)  # open (used above), no longer mapped
 
     def _copy_prefix(self, size: int) -> None:
         src = self._use()
@@ -181,7 +205,7 @@ class FileStore(CachedFile):
         self._retired = weakref.WeakSet()  # they map the old inode: harmless now
 
     def _release(self) -> None:
-        """Evicted or closed: trimmed, mappings closed or let go, descriptor closed."""
+        """Evicted or closed: trimmed, mapping let go, descriptor closed."""
         try:
             if self._fd >= 0:
                 self._trim()

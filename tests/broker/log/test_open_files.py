@@ -38,16 +38,14 @@ def test_the_least_recently_used_file_is_closed_first(tmp_path):
     assert files.open_descriptors == 3
 
 
-def test_a_mapped_segment_file_counts_two_descriptors(tmp_path):
-    files = OpenFileCache(3)
-    a, b = stores(tmp_path, files, 2)
+def test_a_mapping_holds_no_descriptor(tmp_path):
+    files = OpenFileCache(4)
+    (a,) = stores(tmp_path, files, 1)
     a.write(b"x" * 100)
-    view = a.view(0, 100)  # maps a: its descriptor and the mapping's dup
-    assert files.open_descriptors == 3
-    c = FileStore(tmp_path / "c.log", files)
-    assert not b.is_open and a.is_open and c.is_open
-    view.release()
-    assert a.release_mappings() and files.open_descriptors == 2
+    before = open_descriptors(collect=True)
+    views = [a.view(0, 100), a.buffer()]
+    assert open_descriptors() == before and files.open_descriptors == 1
+    del views
 
 
 def test_descriptors_stay_within_the_bound_however_many_files(tmp_path):
@@ -137,12 +135,11 @@ def test_views_stay_valid_after_their_file_is_evicted(tmp_path):
     a.write(b"kept bytes")
     view = a.view(0, 10)
     before = open_descriptors(collect=True)
-    FileStore(tmp_path / "b.log", files)  # evicts a: its mapping is let go, not closed
+    FileStore(tmp_path / "b.log", files)  # evicts a: its mapping is let go, its descriptor closed
     assert not a.is_open
+    assert open_descriptors() == before  # b's descriptor for a's
     assert bytes(view) == b"kept bytes"
-    # The let-go mapping holds its own descriptor until its last view goes.
     view.release()
-    assert open_descriptors() < before
 
 
 def test_truncating_an_evicted_file_under_a_live_view_keeps_the_view(tmp_path):
