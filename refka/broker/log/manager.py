@@ -36,6 +36,7 @@ import os
 import shutil
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -104,6 +105,7 @@ class LogManager:
         self._lock = threading.Lock()
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        self._partitions_in: Counter[Path] = Counter()  # per log dir, for placing new ones
         self._trash_lock = threading.Lock()
         self._trash: list[tuple[int, LogSegment | Path]] = []
         self._retention_running = threading.Lock()
@@ -127,6 +129,7 @@ class LogManager:
                 Path(entry.path), config, clock=self._clock, reaper=self._reap, files=self.open_files
             )
             self._dir_of[tp] = log_dir
+            self._partitions_in[log_dir] += 1
             _log.debug("log_loaded", topic=tp[0], partition=tp[1], dir=entry.path)
 
     # -- the loop's calls -------------------------------------------------------------
@@ -162,14 +165,12 @@ class LogManager:
                     files=self.open_files,
                 )
                 self._dir_of[tp] = log_dir
+                self._partitions_in[log_dir] += 1
             self._logs[tp] = log
         return log
 
     def _least_loaded_dir(self) -> Path:
-        counts = {d: 0 for d in self.log_dirs}
-        for d in self._dir_of.values():
-            counts[d] = counts.get(d, 0) + 1
-        return min(self.log_dirs, key=lambda d: counts[d])
+        return min(self.log_dirs, key=lambda d: self._partitions_in[d])
 
     def delete(self, topic: str, partition: int) -> bool:
         """Close the log and rename its directory to ``<name>.<uuid>-delete``; the next
@@ -177,7 +178,9 @@ class LogManager:
         tp = (topic, partition)
         with self._lock:
             log = self._logs.pop(tp, None)
-            self._dir_of.pop(tp, None)
+            log_dir = self._dir_of.pop(tp, None)
+            if log_dir is not None:
+                self._partitions_in[log_dir] -= 1
         if log is None:
             return False
         log.close_without_flush()
