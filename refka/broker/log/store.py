@@ -173,12 +173,13 @@ class FileStore(CachedFile):
 
     def _unmap(self) -> bool:
         self._let_go()
-        for mm in list(self._retired):
-            try:
-                mm.close()
-                self._retired.discard(mm)
-            except BufferError:
-                pass
+        if self._retired:  # listing an empty WeakSet costs a few µs, for every store at start-up
+            for mm in list(self._retired):
+                try:
+                    mm.close()
+                    self._retired.discard(mm)
+                except BufferError:
+                    pass
         return not self._retired
 
     def truncate(self, size: int) -> None:
