@@ -25,8 +25,9 @@ pytestmark = [pytest.mark.integration, pytest.mark.timeout(600)]
 MAX_OPEN_FILES = 64
 PARTITIONS = 1000
 # Client connections come and go on top of the broker's own (producer, consumer and
-# admin clients each keep one or two).
-CLIENTS = 8
+# admin clients each keep one or two, and a finished client's may linger until it is
+# collected). Main held 4,019 descriptors here after creating the topic, 5,219 fetching.
+CLIENTS = 16
 
 
 def descriptors(b: BrokerProcess) -> int:
