@@ -55,7 +55,7 @@ class Broker:
         self.tasks: set[asyncio.Task[Any]] = set()
         self.servers: list[asyncio.base_events.Server] = []
         log_dirs = None if memory else (config.log_dirs if data_dir is None else [data_dir])
-        self.logs = LogManager(log_dirs, memory=memory)
+        self.logs = LogManager(log_dirs, memory=memory, max_open_files=config["log.open.files.max"])
         self.replicas = ReplicaManager(self.node_id, config, self.logs, self.metadata, self.spawn)
         self.request_log = _rlog.DEBUG
         self.ready = asyncio.Event()

@@ -16,6 +16,8 @@ from typing import Any
 
 from refka.common import Endpoint, topic_config
 
+from .log.open_files import DEFAULT_MAX_OPEN_FILES
+
 # Topic configs whose broker synonym (the most precise one) is a property of refka's
 # broker; its type and default come from the topic-config table. The table's other
 # synonyms (log.retention.hours, log.preallocate, ...) are not read: their topic configs
@@ -73,12 +75,20 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "log.cleaner.dedupe.buffer.size": (int, 128 * 1024 * 1024),
     # -1: not set, flush.ms keeps its own default (Kafka's default here is null).
     "log.flush.interval.ms": (int, -1),
+    # Not Kafka's (it keeps every segment open and asks for ulimit -n >= 100,000): the
+    # descriptors one broker's logs keep open between them, least recently used closed
+    # first (log/open_files.py). 4096 holds the files of ~1,300 busy partitions (a
+    # segment's file and its two indexes; mappings hold none) and leaves most of a
+    # 20,000-descriptor limit to connections; a partition at rest holds none.
+    "log.open.files.max": (int, DEFAULT_MAX_OPEN_FILES),
     "socket.request.max.bytes": (int, 104857600),
     "connections.max.idle.ms": (int, 600_000),
-    # KIP-578 (Kafka's defaults are unbounded): generous, yet below what this machine's
-    # default descriptor limit holds while every partition keeps its files open.
-    "max.partitions": (int, 100_000),
-    "max.broker.partitions": (int, 4_000),
+    # KIP-578 (Kafka's defaults are unbounded). Descriptors no longer bound partitions
+    # (log.open.files.max); memory and start-up time do: one broker was measured with
+    # 100,000 (README, Storage and durability). 200,000 in a cluster is the rule of thumb
+    # of ZooKeeper-era Kafka, whose metadata layout refka's is.
+    "max.partitions": (int, 200_000),
+    "max.broker.partitions": (int, 100_000),
     "max.connections": (int, 2**31 - 1),
     "max.connections.per.ip": (int, 2**31 - 1),
     "queued.max.request.bytes": (int, -1),

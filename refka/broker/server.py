@@ -63,7 +63,8 @@ class Cluster:
         self.brokers: list[Broker] = []
         self.sides: list[ControllerSide] = []
 
-    async def start(self, ready_timeout: float = 30.0) -> None:
+    async def start(self, ready_timeout: float = 300.0) -> None:
+        # ready_timeout: the controller's LeaderAndIsr for 100,000 partitions takes ~40 s.
         self.store = open_store(self.zookeeper, None if self.memory else self.data_dir / "metadata",
                                 self.configs[0]["zookeeper.session.timeout.ms"])
         for cfg in self.configs:

@@ -6,7 +6,8 @@
 - :mod:`.validator`: the rules a client's records pass before a leader appends them.
 - :mod:`.cleaner`: ``LogCleaner``, compaction for cleanup.policy=compact.
 - :mod:`.segment`: one segment and its lookups; :mod:`.index`: the sparse indexes;
-  :mod:`.store`: mmapped file or bytearray behind a segment.
+  :mod:`.store`: mmapped file or bytearray behind a segment; :mod:`.open_files`: the
+  bounded cache of the descriptors of the logs' files (log.open.files.max).
 - :mod:`.epoch_cache`: the leader-epoch cache; :mod:`.checkpoint`: the format of Kafka's
   checkpoint files (leader epochs, log start offset, high watermarks, cleaner offsets).
 - :mod:`.producer_state`: the idempotent producer's state and its snapshots.

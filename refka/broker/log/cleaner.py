@@ -93,6 +93,7 @@ from .errors import LogClosedError, LogError
 from .index import OffsetIndex, TimeIndex
 from .log import Clock, PartitionLog, wall_clock_ms
 from .manager import LogManager
+from .open_files import OpenFileCache
 from .segment import CLEANED_SUFFIX, SEGMENT_SUFFIXES, SWAP_SUFFIX, LogSegment, file_name
 from .store import FileStore
 
@@ -422,7 +423,7 @@ class LogCleaner:
         """The group's cleaned segment (None if the group holds no batch), its size,
         the records removed and the timestamp of the oldest tombstone kept."""
         segs = snap.segments
-        new = _new_segment(log.directory, segs[group[0]].base_offset, cfg, now)
+        new = _new_segment(log.directory, segs[group[0]].base_offset, cfg, now, log.files)
         buf = bytearray()
         entries: list[tuple[int, int, int, int]] = []
         removed = 0
@@ -517,18 +518,18 @@ def _timestamp(r: Record, h: BatchHeader) -> int:
     return h.base_timestamp + r.timestamp_delta
 
 
-def _new_segment(directory: Path | None, base: int, cfg: LogConfig, now: int) -> LogSegment:
+def _new_segment(directory: Path | None, base: int, cfg: LogConfig, now: int, files: OpenFileCache) -> LogSegment:
     """An empty segment at ``base``; on disk its files are named ``*.cleaned``."""
     if directory is None:
-        return LogSegment.create(None, base, cfg, now)
+        return LogSegment.create(None, base, cfg, now, files)
     paths = [directory / (file_name(base, s) + CLEANED_SUFFIX) for s in SEGMENT_SUFFIXES]
     for p in paths:
         p.unlink(missing_ok=True)
     seg = LogSegment(
         base,
-        FileStore(paths[0]),
-        OffsetIndex(paths[1], base, cfg.segment_index_bytes // _OFFSET_ENTRY_SIZE),
-        TimeIndex(paths[2], base, cfg.segment_index_bytes // _TIME_ENTRY_SIZE),
+        FileStore(paths[0], files),
+        OffsetIndex(paths[1], base, cfg.segment_index_bytes // _OFFSET_ENTRY_SIZE, files),
+        TimeIndex(paths[2], base, cfg.segment_index_bytes // _TIME_ENTRY_SIZE, files),
         cfg,
         now,
     )
@@ -543,7 +544,7 @@ def _commit(new: LogSegment) -> None:
     path = new.store.path
     if path is None:
         return
-    for fd in new.dup_fds():
+    for fd in new.sync_fds():
         try:
             os.fsync(fd)
         finally:

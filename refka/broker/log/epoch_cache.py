@@ -2,10 +2,13 @@
 
 Entries are (epoch, start_offset), both strictly increasing. Persisted to
 ``leader-epoch-checkpoint`` in Kafka's format (``0``, count, ``epoch startOffset``
-lines) on every change, rewritten in place through a descriptor kept open (one
-pwrite, then a truncation when it shrank), not by a temporary file renamed over
-it as Kafka does: a create and a rename cost ~1 ms each here, for every partition
-of every LeaderAndIsr, on the event loop. A process killed between the write and
+lines) on every change, rewritten in place (one pwrite, then a truncation when it
+shrank), not by a temporary file renamed over it as Kafka does: a create and a
+rename cost ~1 ms each here, for every partition of every LeaderAndIsr, on the
+event loop. Its descriptor is the broker's OpenFileCache's (open_files.py): kept
+while the partition is busy, closed when evicted, opened again by the next
+write; ``sync`` (flush and close) fsyncs it through the open descriptor or the
+file opened again, which flushes what was written before an eviction too. A process killed between the write and
 the truncation leaves a file whose count line does not match its lines: ``load``
 refuses it and the log rebuilds the cache from its batch headers (an epoch that
 wrote no batch is all that can be lost, and it holds no records). Semantics follow Kafka's ``LeaderEpochFileCache``:
@@ -29,6 +32,7 @@ import os
 from pathlib import Path
 
 from . import checkpoint
+from .open_files import CachedFile, OpenFileCache
 
 UNDEFINED_EPOCH = -1
 UNDEFINED_EPOCH_OFFSET = -1
@@ -36,16 +40,42 @@ UNDEFINED_EPOCH_OFFSET = -1
 FILE_NAME = "leader-epoch-checkpoint"
 
 
+class _CheckpointFile(CachedFile):
+    """The checkpoint, rewritten in place through a descriptor of the OpenFileCache."""
+
+    __slots__ = ()
+
+    def __init__(self, path: Path, files: OpenFileCache) -> None:
+        super().__init__(path, files, os.O_RDWR | os.O_CREAT)
+
+    def write(self, data: bytes, truncate: bool) -> None:
+        with self._lock:
+            fd = self._use()
+            os.pwrite(fd, data, 0)
+            if truncate:
+                os.ftruncate(fd, len(data))
+
+
 class LeaderEpochCache:
-    def __init__(self, path: Path | None, entries: list[tuple[int, int]] | None = None) -> None:
+    def __init__(
+        self,
+        path: Path | None,
+        entries: list[tuple[int, int]] | None = None,
+        *,
+        files: OpenFileCache | None = None,
+    ) -> None:
+        """``files``: the cache the checkpoint's descriptor lives in (a log's files
+        share one); without it the file gets a cache of its own."""
         self.path = path
         self._epochs: list[int] = [e for e, _ in entries or ()]
         self._starts: list[int] = [s for _, s in entries or ()]
-        self._fd: int | None = None
+        self._file = None if path is None else _CheckpointFile(
+            path, files if files is not None else OpenFileCache()
+        )
         self._written = -1  # bytes in the file after our last write (-1: not written by us)
 
     @classmethod
-    def load(cls, path: Path | None) -> tuple[LeaderEpochCache, bool]:
+    def load(cls, path: Path | None, files: OpenFileCache | None = None) -> tuple[LeaderEpochCache, bool]:
         """The cache from ``path``, and whether the file was there and sane (if not,
         the caller rebuilds it from the log's batch headers)."""
         if path is None:
@@ -53,16 +83,16 @@ class LeaderEpochCache:
         try:
             raw = checkpoint.read(path, 2)
         except checkpoint.CheckpointError:
-            return cls(path), False
+            return cls(path, files=files), False
         if raw is None:
-            return cls(path), False
+            return cls(path, files=files), False
         entries = [(int(e), int(s)) for e, s in raw]
         for (e1, s1), (e2, s2) in zip(entries, entries[1:], strict=False):
             if e2 <= e1 or s2 < s1:
-                return cls(path), False
+                return cls(path, files=files), False
         if any(e < 0 or s < 0 for e, s in entries):
-            return cls(path), False
-        return cls(path, entries), True
+            return cls(path, files=files), False
+        return cls(path, entries, files=files), True
 
     # -- queries ----------------------------------------------------------------------
 
@@ -144,23 +174,21 @@ class LeaderEpochCache:
         self._persist()
 
     def sync(self) -> None:
-        if self._fd is not None:
-            os.fsync(self._fd)
-        elif self.path is not None:
-            checkpoint.sync(self.path)
+        """fsync the checkpoint (from the flush pass or close, outside the log's lock)."""
+        fd = self._file.sync_fd() if self._file is not None else -1
+        if fd >= 0:
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
 
     def close(self) -> None:
-        fd, self._fd = self._fd, None
-        if fd is not None:
-            os.close(fd)
+        if self._file is not None:
+            self._file.close()
 
     def _persist(self) -> None:
-        if self.path is None:
+        if self._file is None:
             return
         data = checkpoint.encode(self.entries())
-        if self._fd is None:
-            self._fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
-        os.pwrite(self._fd, data, 0)
-        if len(data) < self._written or self._written < 0:
-            os.ftruncate(self._fd, len(data))
+        self._file.write(data, truncate=len(data) < self._written or self._written < 0)
         self._written = len(data)

@@ -11,7 +11,8 @@
 
 Entries live in ``array`` objects (bisect on them) and are appended to the file with
 ``os.write``; the files hold exactly the entries (Kafka preallocates and trims; we
-never need to). A file is read only when its segment is opened.
+never need to). A file is read only when its segment is opened; its descriptor
+(O_APPEND, for the appends) is the OpenFileCache's (open_files.py).
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ import struct
 from array import array
 from itertools import islice
 from pathlib import Path
+
+from .open_files import CachedFile, OpenFileCache
 
 _OFFSET_ENTRY = struct.Struct(">ii")
 _TIME_ENTRY = struct.Struct(">qi")
@@ -36,56 +39,38 @@ def _non_decreasing(a: array) -> bool:  # type: ignore[type-arg]
     return all(map(operator.le, a, islice(a, 1, None)))
 
 
-class _IndexFile:
-    """Append-only file of fixed-size entries (absent in memory mode)."""
+class _IndexFile(CachedFile):
+    """Append-only file of fixed-size entries; its descriptor lives in the broker's
+    OpenFileCache (open_files.py) and is opened again when evicted."""
 
-    __slots__ = ("path", "_fd")
+    __slots__ = ()
 
-    def __init__(self, path: Path | None) -> None:
-        self.path = path
-        self._fd = -1
-
-    def _open(self) -> int:
-        if self._fd < 0 and self.path is not None:
-            self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        return self._fd
+    def __init__(self, path: Path, files: OpenFileCache) -> None:
+        super().__init__(path, files, os.O_WRONLY | os.O_CREAT | os.O_APPEND)
 
     def read(self) -> bytes | None:
-        if self.path is None:
-            return None
         try:
             return self.path.read_bytes()
         except FileNotFoundError:
             return None
 
     def append(self, data: bytes) -> None:
-        fd = self._open()
-        if fd >= 0:
-            os.write(fd, data)
+        with self._lock:
+            os.write(self._use(), data)
 
     def rewrite(self, data: bytes) -> None:
-        fd = self._open()
-        if fd >= 0:
+        with self._lock:
+            fd = self._use()
             os.ftruncate(fd, 0)
             if data:
                 os.write(fd, data)
 
     def truncate(self, size: int) -> None:
-        fd = self._open()
-        if fd >= 0:
-            os.ftruncate(fd, size)
-
-    def dup_fd(self) -> int:
-        fd = self._open()
-        return os.dup(fd) if fd >= 0 else -1
-
-    def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        with self._lock:
+            os.ftruncate(self._use(), size)
 
     def rename(self, path: Path) -> None:
-        if self.path is not None:
+        with self._lock:
             try:
                 os.rename(self.path, path)
             except FileNotFoundError:
@@ -94,25 +79,25 @@ class _IndexFile:
 
     def delete(self) -> None:
         self.close()
-        if self.path is not None:
-            try:
-                os.unlink(self.path)
-            except FileNotFoundError:
-                pass
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
 
 
 class _SparseIndex:
-    """What the offset and time indexes share: their file, size and entry count."""
+    """What the offset and time indexes share: their file (none in memory mode), size
+    and entry count."""
 
-    def __init__(self, path: Path | None, base_offset: int, max_entries: int) -> None:
+    def __init__(self, path: Path | None, base_offset: int, max_entries: int, files: OpenFileCache) -> None:
         self.base_offset = base_offset
         self.max_entries = max_entries
-        self._file = _IndexFile(path)
+        self._file = _IndexFile(path, files) if path is not None else None
         self._offsets = array("i")
 
     @property
     def path(self) -> Path | None:
-        return self._file.path
+        return self._file.path if self._file is not None else None
 
     def __len__(self) -> int:
         return len(self._offsets)
@@ -121,33 +106,51 @@ class _SparseIndex:
     def is_full(self) -> bool:
         return len(self._offsets) >= self.max_entries
 
-    def dup_fd(self) -> int:
-        return self._file.dup_fd()
+    def _read(self) -> bytes | None:
+        return self._file.read() if self._file is not None else None
+
+    def _append(self, data: bytes) -> None:
+        if self._file is not None:
+            self._file.append(data)
+
+    def _rewrite(self, data: bytes) -> None:
+        if self._file is not None:
+            self._file.rewrite(data)
+
+    def _truncate(self, size: int) -> None:
+        if self._file is not None:
+            self._file.truncate(size)
+
+    def sync_fd(self) -> int:
+        return self._file.sync_fd() if self._file is not None else -1
 
     def close(self) -> None:
-        self._file.close()
+        if self._file is not None:
+            self._file.close()
 
     def rename(self, path: Path) -> None:
-        self._file.rename(path)
+        if self._file is not None:
+            self._file.rename(path)
 
     def delete(self) -> None:
-        self._file.delete()
+        if self._file is not None:
+            self._file.delete()
 
 
 class OffsetIndex(_SparseIndex):
     """Relative offset -> position, sparse (one entry per index.interval.bytes)."""
 
-    def __init__(self, path: Path | None, base_offset: int, max_entries: int) -> None:
-        super().__init__(path, base_offset, max_entries)
+    def __init__(self, path: Path | None, base_offset: int, max_entries: int, files: OpenFileCache) -> None:
+        super().__init__(path, base_offset, max_entries, files)
         self._positions = array("i")
 
     def load(self, segment_size: int) -> bool:
         """Read the file; False (and empty) if missing or not sane for this segment."""
-        raw = self._file.read()
+        raw = self._read()
         self._offsets = array("i")
         self._positions = array("i")
         if raw is None:
-            return self._file.path is None
+            return self._file is None
         if len(raw) % _OFFSET_ENTRY.size:
             return False
         values = struct.unpack(f">{len(raw) // 4}i", raw)  # one C call, no Python loop
@@ -168,11 +171,11 @@ class OffsetIndex(_SparseIndex):
         self._offsets.append(rel)
         self._positions.append(position)
         if write:
-            self._file.append(_OFFSET_ENTRY.pack(rel, position))
+            self._append(_OFFSET_ENTRY.pack(rel, position))
 
     def persist(self) -> None:
         """Write all entries (after appends with ``write=False``, as recovery does)."""
-        self._file.rewrite(
+        self._rewrite(
             b"".join(_OFFSET_ENTRY.pack(o, p) for o, p in zip(self._offsets, self._positions, strict=True))
         )
 
@@ -198,28 +201,28 @@ class OffsetIndex(_SparseIndex):
         if i < len(self._offsets):
             del self._offsets[i:]
             del self._positions[i:]
-            self._file.truncate(i * _OFFSET_ENTRY.size)
+            self._truncate(i * _OFFSET_ENTRY.size)
 
     def reset(self) -> None:
         self._offsets = array("i")
         self._positions = array("i")
-        self._file.rewrite(b"")
+        self._rewrite(b"")
 
 
 
 class TimeIndex(_SparseIndex):
     """Max timestamp so far -> relative offset holding it."""
 
-    def __init__(self, path: Path | None, base_offset: int, max_entries: int) -> None:
-        super().__init__(path, base_offset, max_entries)
+    def __init__(self, path: Path | None, base_offset: int, max_entries: int, files: OpenFileCache) -> None:
+        super().__init__(path, base_offset, max_entries, files)
         self._timestamps = array("q")
 
     def load(self) -> bool:
-        raw = self._file.read()
+        raw = self._read()
         self._timestamps = array("q")
         self._offsets = array("i")
         if raw is None:
-            return self._file.path is None
+            return self._file is None
         if len(raw) % _TIME_ENTRY.size:
             return False
         values = struct.unpack(">" + "qi" * (len(raw) // _TIME_ENTRY.size), raw)
@@ -236,10 +239,10 @@ class TimeIndex(_SparseIndex):
         self._timestamps.append(timestamp)
         self._offsets.append(rel)
         if write:
-            self._file.append(_TIME_ENTRY.pack(timestamp, rel))
+            self._append(_TIME_ENTRY.pack(timestamp, rel))
 
     def persist(self) -> None:
-        self._file.rewrite(
+        self._rewrite(
             b"".join(_TIME_ENTRY.pack(t, o) for t, o in zip(self._timestamps, self._offsets, strict=True))
         )
 
@@ -265,10 +268,10 @@ class TimeIndex(_SparseIndex):
         if i < n:
             del self._timestamps[i:]
             del self._offsets[i:]
-            self._file.truncate(i * _TIME_ENTRY.size)
+            self._truncate(i * _TIME_ENTRY.size)
 
     def reset(self) -> None:
         self._timestamps = array("q")
         self._offsets = array("i")
-        self._file.rewrite(b"")
+        self._rewrite(b"")
 

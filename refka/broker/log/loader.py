@@ -47,6 +47,7 @@ from . import checkpoint
 from .config import LogConfig
 from .epoch_cache import FILE_NAME as EPOCH_FILE_NAME
 from .epoch_cache import LeaderEpochCache
+from .open_files import OpenFileCache
 from .producer_state import ProducerStateManager
 from .segment import (
     CLEANED_SUFFIX,
@@ -78,23 +79,23 @@ class LoadedLog(NamedTuple):
     producers: ProducerStateManager
 
 
-def load(directory: Path, config: LogConfig, now_ms: int, reaper: Reaper) -> LoadedLog:
+def load(directory: Path, config: LogConfig, now_ms: int, reaper: Reaper, files: OpenFileCache) -> LoadedLog:
     """The log in ``directory`` (created if missing), recovered as the module
-    docstring says. ``reaper`` takes the segments a restart below the log start
-    offset removes."""
+    docstring says, its files' descriptors in ``files``. ``reaper`` takes the
+    segments a restart below the log start offset removes."""
     directory.mkdir(parents=True, exist_ok=True)
     marker = directory / CLEAN_SHUTDOWN_FILE
     clean = marker.exists()
     _complete_interrupted_swaps(directory)
-    segments, transitions = _load_segments(directory, config, now_ms, clean)
+    segments, transitions = _load_segments(directory, config, now_ms, clean, files)
 
     start = read_log_start_offset(directory)
     if not segments:
-        segments.append(LogSegment.create(directory, start, config, now_ms))
+        segments.append(LogSegment.create(directory, start, config, now_ms, files))
     log_end_offset = segments[-1].next_offset
     log_start_offset = max(start, segments[0].base_offset)
 
-    epochs, ok = LeaderEpochCache.load(directory / EPOCH_FILE_NAME)
+    epochs, ok = LeaderEpochCache.load(directory / EPOCH_FILE_NAME, files)
     if not ok and log_end_offset > segments[0].base_offset:
         epochs.replace(_epochs_from_batches(segments))
     else:
@@ -107,7 +108,7 @@ def load(directory: Path, config: LogConfig, now_ms: int, reaper: Reaper) -> Loa
         for seg in reversed(segments):
             seg.rename_for_deletion()
             reaper(seg, config.file_delete_delay_ms)
-        segments = [LogSegment.create(directory, log_start_offset, config, now_ms)]
+        segments = [LogSegment.create(directory, log_start_offset, config, now_ms, files)]
         log_end_offset = log_start_offset
         epochs.clear()
         producers.delete_snapshots(above=-1)
@@ -119,7 +120,7 @@ def load(directory: Path, config: LogConfig, now_ms: int, reaper: Reaper) -> Loa
 
 
 def _load_segments(
-    directory: Path, config: LogConfig, now_ms: int, clean: bool
+    directory: Path, config: LogConfig, now_ms: int, clean: bool, files: OpenFileCache
 ) -> tuple[list[LogSegment], list[tuple[int, int]]]:
     """The segments found (steps 1, end, and 2), and the (epoch, start offset)
     changes seen in the segments recovered."""
@@ -138,7 +139,7 @@ def _load_segments(
     transitions: list[tuple[int, int]] = []
     for i, base in enumerate(bases):
         is_last = i == len(bases) - 1
-        seg, seen, cut = LogSegment.open(directory, base, config, now_ms, recover=not clean and is_last)
+        seg, seen, cut = LogSegment.open(directory, base, config, now_ms, not clean and is_last, files)
         segments.append(seg)
         if seen is not None:
             transitions.extend(seen)

@@ -23,7 +23,9 @@ Durability: appends go to the kernel (``os.pwrite``, unbuffered) before ``append
 returns, so they survive a crash of the process (kill -9). fsync happens only per Kafka's
 ``flush.messages`` (inline, on the append that reaches it) and ``flush.ms`` (from
 the LogManager's flush pass, off the event loop), both off by default like Kafka,
-and at ``close()``. A rolled segment is fsynced by the next flush pass.
+and at ``close()``. A rolled segment is fsynced by the next flush pass. The files'
+descriptors are the LogManager's ``OpenFileCache``'s (open_files.py): a quiet log
+holds none, and a flush fsyncs an evicted file by opening it again.
 
 Threads: every public method takes the log's lock, and holds it only for in-memory
 work and cheap syscalls (write, rename, ftruncate, open). Unlinking files and fsync
@@ -56,6 +58,7 @@ from .config import LogConfig
 from .epoch_cache import UNDEFINED_EPOCH, LeaderEpochCache
 from .errors import LogClosedError, OffsetOutOfRangeError, RecordTooLargeError, UnexpectedAppendOffsetError
 from .loader import CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, LoadedLog
+from .open_files import OpenFileCache
 from .producer_state import ProducerStateManager
 from .segment import BatchEntry, LogSegment, Reaper
 
@@ -105,10 +108,13 @@ class PartitionLog:
         config: LogConfig,
         clock: Clock,
         reaper: Reaper,
+        files: OpenFileCache,
         loaded: LoadedLog,
     ) -> None:
         self.directory = directory
         self.config = config
+        # Where the descriptors of the log's files live (open_files.py).
+        self.files = files
         self._clock = clock
         self._reaper = reaper
         self._lock = threading.RLock()
@@ -138,20 +144,24 @@ class PartitionLog:
         *,
         clock: Clock | None = None,
         reaper: Reaper | None = None,
+        files: OpenFileCache | None = None,
     ) -> PartitionLog:
         """Open (or create) the log in ``dir``, recovered as loader.py says;
-        ``memory=True`` keeps everything in memory (``dir`` is then ignored)."""
+        ``memory=True`` keeps everything in memory (``dir`` is then ignored).
+        ``files``: the cache of open files the log's descriptors live in (the
+        LogManager's, shared by its logs); without it the log gets one of its own."""
         clock = clock or wall_clock_ms
         reaper = reaper or delete_now
+        files = files if files is not None else OpenFileCache()
         directory = None if memory or dir is None else Path(dir)
         if directory is None and not memory:
             raise ValueError("a log needs a directory unless memory=True")
         if directory is None:
-            segment = LogSegment.create(None, 0, config, clock())
+            segment = LogSegment.create(None, 0, config, clock(), files)
             loaded = LoadedLog([segment], 0, 0, LeaderEpochCache(None), ProducerStateManager(None))
         else:
-            loaded = loader.load(directory, config, clock(), reaper)
-        return cls(directory, config, clock, reaper, loaded)
+            loaded = loader.load(directory, config, clock(), reaper, files)
+        return cls(directory, config, clock, reaper, files, loaded)
 
     def _persist_log_start_offset(self) -> None:
         if self.directory is not None:
@@ -421,7 +431,7 @@ class PartitionLog:
             old.on_become_inactive()
             if self.directory is not None:
                 self._needs_sync.append(old)
-        seg = LogSegment.create(self.directory, base_offset, self.config, now)
+        seg = LogSegment.create(self.directory, base_offset, self.config, now, self.files)
         self._add_segment(seg)
         # Called before the producer state takes in the append that rolled: it covers
         # exactly the offsets below base_offset.
@@ -598,7 +608,7 @@ class PartitionLog:
         dropped = list(reversed(self._segments))
         self._segments, self._bases = [], []
         self._remove_segments(dropped)
-        self._add_segment(LogSegment.create(self.directory, offset, self.config, self._clock()))
+        self._add_segment(LogSegment.create(self.directory, offset, self.config, self._clock(), self.files))
         self._log_start_offset = self._log_end_offset = offset
         self._persist_log_start_offset()
         self._epochs.clear()
@@ -690,9 +700,9 @@ class PartitionLog:
     def _collect_fds_locked(self) -> list[int]:
         fds: list[int] = []
         for seg in self._needs_sync:
-            fds.extend(seg.dup_fds())
+            fds.extend(seg.sync_fds())
         if self._segments:
-            fds.extend(self._segments[-1].dup_fds())
+            fds.extend(self._segments[-1].sync_fds())
         self._needs_sync = []
         self._unflushed_messages = 0
         self._last_flush_ms = self._clock()

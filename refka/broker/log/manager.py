@@ -4,6 +4,10 @@ Directories are ``<log.dir>/<topic>-<partition>``; topic names may contain ``-``
 the partition is what follows the last one. A new partition goes to the log dir
 holding the fewest partitions, as in Kafka.
 
+Descriptors: the logs' files are opened when used and closed least recently used
+first past ``max_open_files`` (log.open.files.max), through one ``OpenFileCache``
+(open_files.py) that every log of the manager shares.
+
 Threading contract. The event loop owns the logs: it calls ``get_or_create``,
 ``get``, ``delete`` and the logs' own methods. Two passes may run in a worker
 thread (``await asyncio.to_thread(manager.retention_pass, now_ms)``), concurrently
@@ -32,6 +36,7 @@ import os
 import shutil
 import threading
 import uuid
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import NamedTuple
@@ -43,6 +48,7 @@ from refka.common import TopicPartition
 from . import checkpoint
 from .config import LogConfig
 from .log import Clock, PartitionLog, wall_clock_ms
+from .open_files import DEFAULT_MAX_OPEN_FILES, OpenFileCache
 from .segment import LogSegment
 
 _log = structlog.get_logger("refka.log")
@@ -83,19 +89,23 @@ class LogManager:
         *,
         config_for: Callable[[str], LogConfig] | None = None,
         clock: Clock | None = None,
+        max_open_files: int = DEFAULT_MAX_OPEN_FILES,
     ) -> None:
         """Open every partition found in ``log_dirs`` (with ``config_for(topic)``, or
         the default config), recovering them as needed; leftovers of deleted
-        partitions are removed by the first retention pass."""
+        partitions are removed by the first retention pass. The logs keep at most
+        ``max_open_files`` descriptors open between them (log.open.files.max)."""
         if not memory and not log_dirs:
             raise ValueError("LogManager needs log_dirs unless memory=True")
         self.memory = memory
         self.log_dirs = [] if memory else [Path(d) for d in log_dirs or ()]
         self.default_config = default_config or LogConfig()
         self._clock = clock or wall_clock_ms
+        self.open_files = OpenFileCache(max_open_files)
         self._lock = threading.Lock()
         self._logs: dict[TopicPartition, PartitionLog] = {}
         self._dir_of: dict[TopicPartition, Path] = {}
+        self._partitions_in: Counter[Path] = Counter()  # per log dir, for placing new ones
         self._trash_lock = threading.Lock()
         self._trash: list[tuple[int, LogSegment | Path]] = []
         self._retention_running = threading.Lock()
@@ -115,8 +125,11 @@ class LogManager:
             if tp is None:
                 continue
             config = config_for(tp[0]) if config_for else self.default_config
-            self._logs[tp] = PartitionLog.open(Path(entry.path), config, clock=self._clock, reaper=self._reap)
+            self._logs[tp] = PartitionLog.open(
+                Path(entry.path), config, clock=self._clock, reaper=self._reap, files=self.open_files
+            )
             self._dir_of[tp] = log_dir
+            self._partitions_in[log_dir] += 1
             _log.debug("log_loaded", topic=tp[0], partition=tp[1], dir=entry.path)
 
     # -- the loop's calls -------------------------------------------------------------
@@ -139,21 +152,25 @@ class LogManager:
         config = config or self.default_config
         with self._lock:
             if self.memory:
-                log = PartitionLog.open(None, config, memory=True, clock=self._clock, reaper=self._reap)
+                log = PartitionLog.open(
+                    None, config, memory=True, clock=self._clock, reaper=self._reap, files=self.open_files
+                )
             else:
                 log_dir = self._least_loaded_dir()
                 log = PartitionLog.open(
-                    log_dir / f"{topic}-{partition}", config, clock=self._clock, reaper=self._reap
+                    log_dir / f"{topic}-{partition}",
+                    config,
+                    clock=self._clock,
+                    reaper=self._reap,
+                    files=self.open_files,
                 )
                 self._dir_of[tp] = log_dir
+                self._partitions_in[log_dir] += 1
             self._logs[tp] = log
         return log
 
     def _least_loaded_dir(self) -> Path:
-        counts = {d: 0 for d in self.log_dirs}
-        for d in self._dir_of.values():
-            counts[d] = counts.get(d, 0) + 1
-        return min(self.log_dirs, key=lambda d: counts[d])
+        return min(self.log_dirs, key=lambda d: self._partitions_in[d])
 
     def delete(self, topic: str, partition: int) -> bool:
         """Close the log and rename its directory to ``<name>.<uuid>-delete``; the next
@@ -161,7 +178,9 @@ class LogManager:
         tp = (topic, partition)
         with self._lock:
             log = self._logs.pop(tp, None)
-            self._dir_of.pop(tp, None)
+            log_dir = self._dir_of.pop(tp, None)
+            if log_dir is not None:
+                self._partitions_in[log_dir] -= 1
         if log is None:
             return False
         log.close_without_flush()

@@ -30,6 +30,7 @@ from refka.protocol.records import (
 
 from .config import LogConfig
 from .index import OffsetIndex, TimeIndex
+from .open_files import OpenFileCache
 from .store import FileStore, MemoryStore
 
 LOG_SUFFIX = ".log"
@@ -103,42 +104,46 @@ class LogSegment:
     # -- construction -----------------------------------------------------------------
 
     @classmethod
-    def _build(cls, directory: Path | None, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
+    def _build(
+        cls, directory: Path | None, base_offset: int, config: LogConfig, now_ms: int, files: OpenFileCache
+    ) -> LogSegment:
         if directory is None:
             store: FileStore | MemoryStore = MemoryStore(config.segment_bytes + config.max_message_bytes)
             index_path = time_path = None
         else:
-            store = FileStore(directory / file_name(base_offset, LOG_SUFFIX))
+            store = FileStore(directory / file_name(base_offset, LOG_SUFFIX), files)
             index_path = directory / file_name(base_offset, INDEX_SUFFIX)
             time_path = directory / file_name(base_offset, TIME_INDEX_SUFFIX)
         return cls(
             base_offset,
             store,
-            OffsetIndex(index_path, base_offset, config.segment_index_bytes // _OFFSET_ENTRY_SIZE),
-            TimeIndex(time_path, base_offset, config.segment_index_bytes // _TIME_ENTRY_SIZE),
+            OffsetIndex(index_path, base_offset, config.segment_index_bytes // _OFFSET_ENTRY_SIZE, files),
+            TimeIndex(time_path, base_offset, config.segment_index_bytes // _TIME_ENTRY_SIZE, files),
             config,
             now_ms,
         )
 
     @classmethod
-    def create(cls, directory: Path | None, base_offset: int, config: LogConfig, now_ms: int) -> LogSegment:
-        """A new, empty segment (empty files in file mode)."""
+    def create(
+        cls, directory: Path | None, base_offset: int, config: LogConfig, now_ms: int, files: OpenFileCache
+    ) -> LogSegment:
+        """A new, empty segment (empty files in file mode, their descriptors in ``files``)."""
         if directory is not None:
             path = directory / file_name(base_offset, LOG_SUFFIX)
             if path.exists() and path.stat().st_size:
                 raise FileExistsError(f"segment {path} already exists")
-        seg = cls._build(directory, base_offset, config, now_ms)
+        seg = cls._build(directory, base_offset, config, now_ms, files)
         seg.offset_index.reset()
         seg.time_index.reset()
         return seg
 
     @classmethod
     def open(
-        cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int, recover: bool
+        cls, directory: Path, base_offset: int, config: LogConfig, now_ms: int, recover: bool, files: OpenFileCache
     ) -> tuple[LogSegment, EpochTransitions | None, int]:
         """An existing segment, and what loading it found: the epoch changes seen if it
         was recovered (a full CRC scan), and how many torn bytes were cut off."""
-        seg = cls._build(directory, base_offset, config, now_ms)
+        seg = cls._build(directory, base_offset, config, now_ms, files)
         if isinstance(seg.store, FileStore):
             seg.last_modified_ms = int(os.stat(seg.store.path).st_mtime * 1000)
         transitions, truncated = seg.load(recover)
@@ -428,11 +433,12 @@ class LogSegment:
             self.recover()
         self._load_first_batch_timestamp()
 
-    def dup_fds(self) -> list[int]:
-        """Duplicated descriptors to fsync outside the log's lock (caller closes them)."""
+    def sync_fds(self) -> list[int]:
+        """Descriptors to fsync the segment's files with, outside the log's lock (the
+        caller closes them); evicted files are opened again for it."""
         return [
             fd
-            for fd in (self.store.dup_fd(), self.offset_index.dup_fd(), self.time_index.dup_fd())
+            for fd in (self.store.sync_fd(), self.offset_index.sync_fd(), self.time_index.sync_fd())
             if fd >= 0
         ]
 
