@@ -174,6 +174,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeat", type=int, default=None,
                         help="produce+consume rounds per size and target, the median is reported "
                              "(default 3, 1 with --quick)")
+    parser.add_argument("--compression", default="none", choices=("none", "gzip", "snappy", "lz4", "zstd"),
+                        help="the producer's compression.type (default none): what a broker spends validating "
+                             "compressed batches shows in the produce figures")
     parser.add_argument("--codec", action="store_true",
                         help="also run the codec micro-benchmarks (codec.py, validate.py)")
     args = parser.parse_args(argv)
@@ -184,6 +187,7 @@ def main(argv: list[str] | None = None) -> int:
 
     if args.repeat is not None and args.repeat < 1:
         parser.error("--repeat must be at least 1")
+    workload.PRODUCER_CONFIG["compression.type"] = args.compression
     counts = QUICK_COUNTS if args.quick else FULL_COUNTS
     startup_repeats = 1 if args.quick else 3
     repeats = args.repeat if args.repeat is not None else (1 if args.quick else 3)
@@ -221,7 +225,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nrefka bench{' --quick' if args.quick else ''}: {m['nproc']} CPUs ({m['cpu_model']}), "
           f"Python {m['python']}, confluent-kafka {m['confluent_kafka']} / librdkafka {m['librdkafka']}")
     print("records: " + ", ".join(f"{report.size_label(s)} x {c:,}" for s, c in counts.items())
-          + f"; median of {repeats} round(s); MB = 10^6 bytes of values; "
+          + f"; compression {args.compression}; median of {repeats} round(s); MB = 10^6 bytes of values; "
           + "load average before/after: {:.2f} / {:.2f}\n".format(m["loadavg_1min"], results["loadavg_1min_end"]))
     print(report.table(results))
     print()

@@ -1,6 +1,6 @@
 """Produce and consume phases with confluent-kafka, one topic and one partition per run.
 
-Producer: linger.ms=5, batch.size=1 MiB, acks=1, no compression, values of a
+Producer: linger.ms=5, batch.size=1 MiB, acks=1, no compression (``--compression``), values of a
 fixed size and no key, all to partition 0. The clock runs from the first
 ``produce()`` to the delivery report of the last record (the producer's
 connection and metadata are warmed up before). Delivery reports arrive in
