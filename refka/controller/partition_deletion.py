@@ -140,15 +140,12 @@ class PartitionDeletionManager:
             return  # the last check's answers are still awaited
         ctx = self.context
         by_leader: dict[int, Asked] = defaultdict(dict)
-        for tp, pz in ctx.partition_znodes.items():
+        for tp in self._marked():
             s = ctx.states.get(tp)
-            topic = ctx.topics.get(tp[0])
-            if not pz.marked_for_deletion or s is None or topic is None or tp[1] not in topic.partitions:
-                continue
-            if s.leader == NO_LEADER or s.leader not in ctx.live:
+            if s is None or s.leader == NO_LEADER or s.leader not in ctx.live:
                 log.info("partition_deletion_check_skipped", topic=tp[0], partition=tp[1], reason="no live leader")
                 continue
-            by_leader[s.leader][tp] = (topic.topic_id, s.leader_epoch)
+            by_leader[s.leader][tp] = (ctx.topics[tp[0]].topic_id, s.leader_epoch)
         if not by_leader:
             return
         asked = {
@@ -161,6 +158,23 @@ class PartitionDeletionManager:
         }
         timeout = min(self.check_interval, self.ack_timeout)
         self._asking = asyncio.get_running_loop().create_task(self._collect(self.election.epoch, asked, timeout))
+
+    def _marked(self) -> list[TopicPartition]:
+        """The partitions marked for deletion: only partitions at or above a topic's
+        undeleted_partition_count can be, and partitions below it are never removed, so a
+        topic has some exactly when it has more partitions than that count (checked per
+        topic, not per partition: a check costs little among 100,000 partitions)."""
+        ctx = self.context
+        out: list[TopicPartition] = []
+        for name, topic in ctx.topics.items():
+            n = topic.undeleted_partition_count
+            if n < 0 or len(topic.partitions) <= n:
+                continue
+            for p in sorted(topic.partitions):
+                pz = ctx.partition_znodes.get((name, p))
+                if p >= n and pz is not None and pz.marked_for_deletion:
+                    out.append((name, p))
+        return out
 
     async def on_drained(self, drained: dict[TopicPartition, tuple[bytes, int]]) -> None:
         """R1 and R2 (R3 too once the replicas answered) for the partitions still as asked."""
