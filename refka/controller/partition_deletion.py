@@ -195,6 +195,14 @@ class PartitionDeletionManager:
     # ---- ListOffsets ---------------------------------------------------------------------------
 
     async def _collect(self, epoch: int, asked: dict[int, tuple[Any, Any, Asked]], timeout: float) -> None:
+        try:
+            await self._collect_answers(epoch, asked, timeout)
+        except asyncio.CancelledError:
+            raise
+        except Exception:  # a bug of ours: log it; the next check asks again
+            log.exception("partition_deletion_check_error")
+
+    async def _collect_answers(self, epoch: int, asked: dict[int, tuple[Any, Any, Asked]], timeout: float) -> None:
         futures = [f for earliest, latest, _ in asked.values() for f in (earliest, latest)]
         _done, pending = await asyncio.wait(futures, timeout=timeout)
         for f in pending:
