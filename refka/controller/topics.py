@@ -194,9 +194,15 @@ class TopicManager:
         ctx = self.context
         topic = ctx.topics[name]
         ordered = ordered_delivery(ctx.topic_configs.get(name, {}))
-        older = [p for p in sorted(topic.partitions) if (name, p) in ctx.partition_znodes]
-        new = [p for p in sorted(topic.partitions) if (name, p) not in ctx.partition_znodes]
-        marked = [p for p in older if ctx.partition_znodes[(name, p)].marked_for_deletion]
+        older: list[int] = []
+        new: list[int] = []
+        for p in sorted(topic.partitions):
+            (older if (name, p) in ctx.partition_znodes else new).append(p)
+        # Only partitions at or above the count are ever marked (_shrink): often there are none.
+        n = topic.undeleted_partition_count
+        marked: list[int] = []
+        if len(topic.partitions) > n:
+            marked = [p for p in older if p >= max(n, 0) and ctx.partition_znodes[(name, p)].marked_for_deletion]
         expansion = bool(older) and bool(new)
 
         # E1 and seed change 1: the topic znode's counts, and its topic epoch.
@@ -245,7 +251,7 @@ class TopicManager:
         ctx = self.context
         topic = ctx.topics[name]
         n = topic.undeleted_partition_count
-        if n < 0:
+        if n < 0 or len(topic.partitions) <= n:  # no partition at or above the count
             return []
         return [
             p
@@ -258,6 +264,8 @@ class TopicManager:
         ctx = self.context
         topic = ctx.topics[name]
         n = topic.undeleted_partition_count
+        if n < 0 or len(topic.partitions) <= n:
+            return  # no partition at or above the count: none marked, none to mark
         unmarked = self._to_mark(name)
         if unmarked:
             before = {
