@@ -1,7 +1,7 @@
 """The ``refka`` command.
 
 ``refka serve``            one broker (or ``--brokers N``) with the embedded store
-``refka topics ...``       create / list / describe / delete topics on a running broker
+``refka topics ...``       create / list / describe / alter / delete topics, delete records, on a running broker
 ``refka api-versions``     the table of served APIs and versions (the README shows it)
 ``refka zookeeper``        a private ZooKeeper from Debian's package, for local clusters
 """
@@ -45,6 +45,12 @@ def _add_topics(sub: argparse._SubParsersAction) -> None:
     d.add_argument("topic", nargs="*")
     x = tsub.add_parser("delete")
     x.add_argument("topic", nargs="+")
+    a = tsub.add_parser("alter", help="grow or (KIP-253) shrink a topic's partition count")
+    a.add_argument("topic")
+    a.add_argument("--partitions", "-p", type=int, required=True, help="the new partition count")
+    r = tsub.add_parser("delete-records", help="move log start offsets forward (DeleteRecords)")
+    r.add_argument("offsets", nargs="+", metavar="TOPIC:PARTITION:OFFSET",
+                   help="delete the records before OFFSET (-1: the high watermark)")
 
 
 def parse_kv(items: list[str]) -> dict[str, str]:

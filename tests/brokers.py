@@ -37,13 +37,16 @@ class BrokerProcess:
 
     def __init__(self, data_dir: Path, *, brokers: int = 1, memory: bool = False,
                  overrides: dict[str, str] | None = None, port: int | None = None,
-                 extra_args: list[str] | None = None) -> None:
+                 extra_args: list[str] | None = None, module: str = "refka.cli",
+                 env: dict[str, str] | None = None) -> None:
         self.data_dir = data_dir
         self.brokers = brokers
         self.memory = memory
         self.overrides = dict(overrides or {})
         self.port = port
         self.extra_args = list(extra_args or [])
+        self.module = module  # what ``python -m`` runs: refka's command, or a test's wrapper of it
+        self.env = dict(env or {})
         self.proc: subprocess.Popen[str] | None = None
         self.log_path = data_dir.parent / f"{data_dir.name}-broker.log"
         self.ready_line = ""
@@ -56,7 +59,7 @@ class BrokerProcess:
     def start(self, timeout: float = 30.0) -> BrokerProcess:
         if self.port is None:
             self.port = free_port_block(self.brokers)
-        cmd = [sys.executable, "-m", "refka.cli", "serve", "--port", str(self.port),
+        cmd = [sys.executable, "-m", self.module, "serve", "--port", str(self.port),
                "--brokers", str(self.brokers), "--data-dir", str(self.data_dir)]
         if self.memory:
             cmd.append("--memory")
@@ -65,6 +68,7 @@ class BrokerProcess:
         cmd += self.extra_args
         env = dict(os.environ)
         env.setdefault("REFKA_LOG_LEVEL", "info")
+        env.update(self.env)
         t0 = time.monotonic()
         log = open(self.log_path, "a")
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=log, text=True, env=env)

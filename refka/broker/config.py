@@ -113,6 +113,9 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     "controlled.shutdown.enable": (bool, True),
     "controlled.shutdown.max.retries": (int, 3),
     "controlled.shutdown.retry.backoff.ms": (int, 5000),
+    # KIP-253 (the seed's name; no Kafka property): how often the active controller asks the
+    # leaders of partitions marked for deletion whether they are empty, and removes those that are.
+    "partition.deletion.check.interval.ms": (int, 30_000),
     "leader.discovery.hints.enable": (bool, True),
     "cluster.id": (str, ""),
     "fetch.max.bytes": (int, 57671680),

@@ -1,17 +1,27 @@
-"""``refka topics create|list|describe|delete`` against a running broker."""
+"""``refka topics create|list|describe|alter|delete|delete-records`` against a running broker.
+
+``alter T --partitions N`` is CreatePartitions: it grows the topic, or with KIP-253
+shrinks it (partitions N.. are marked for deletion, and removed by the controller
+once drained); it prints the count before and after and the partitions created or
+marked. ``delete-records T:P:OFFSET ...`` is DeleteRecords, sent to each partition's
+leader; it prints each partition's new low watermark (log start offset).
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import sys
+from collections import defaultdict
 
 from refka.protocol import ErrorCode
+from refka.protocol.messages.create_partitions import CreatePartitions
 from refka.protocol.messages.create_topics import CreateTopics
+from refka.protocol.messages.delete_records import DeleteRecords
 from refka.protocol.messages.delete_topics import DeleteTopics
 from refka.protocol.messages.metadata import Metadata
 
-from .connection import BrokerConnectionError, connect
+from .connection import BrokerConnection, BrokerConnectionError, connect
 
 
 def _err(code: int) -> str:
@@ -84,6 +94,99 @@ async def _delete(conn, args) -> int:
     return rc
 
 
+def _count(t) -> int:
+    """The topic's partition count: its KIP-253 undeleted_partition_count when the broker
+    sends it (partitions marked for deletion do not count), else its partitions."""
+    counts = getattr(t, "partition_counts", None)
+    if counts is not None and counts.undeleted_partition_count >= 0:
+        return counts.undeleted_partition_count
+    return len(t.partitions)
+
+
+def _ids(ps) -> str:
+    return ", ".join(map(str, ps))
+
+
+async def _alter(conn, args) -> int:
+    (before,) = (await _metadata(conn, [args.topic])).topics
+    if before.error_code:
+        print(f"refka topics: {args.topic}: {_err(before.error_code)}", file=sys.stderr)
+        return 1
+    R = CreatePartitions.Request
+    resp = await conn.request(CreatePartitions, R(
+        topics=[R.CreatePartitionsTopic(name=args.topic, count=args.partitions, assignments=None)],
+        timeout_ms=30000, validate_only=False))
+    r = resp.results[0]
+    if r.error_code:
+        print(f"refka topics: {args.topic}: {_err(r.error_code)} {r.error_message or ''}".rstrip(), file=sys.stderr)
+        return 1
+    (after,) = (await _metadata(conn, [args.topic])).topics
+    old, new = _count(before), _count(after)
+    line = f"altered topic {args.topic}: partitions {old} -> {new}"
+    created = sorted({p.partition_index for p in after.partitions} - {p.partition_index for p in before.partitions})
+    if created:
+        line += f"; created partitions {_ids(created)}"
+    if new < old:
+        line += f"; marked for deletion partitions {_ids(range(new, old))} (removed once drained)"
+    print(line)
+    return 0
+
+
+def _parse_offsets(items: list[str]) -> dict[tuple[str, int], int] | str:
+    out: dict[tuple[str, int], int] = {}
+    for item in items:
+        topic, _, rest = item.rpartition(":")
+        topic, _, partition = topic.rpartition(":")
+        try:
+            out[(topic, int(partition))] = int(rest)
+        except ValueError:
+            return item
+        if not topic:
+            return item
+    return out
+
+
+async def _delete_records(conn, args) -> int:
+    wanted = _parse_offsets(args.offsets)
+    if isinstance(wanted, str):
+        print(f"refka topics: expected TOPIC:PARTITION:OFFSET, got {wanted!r}", file=sys.stderr)
+        return 2
+    meta = await _metadata(conn, sorted({t for t, _p in wanted}))
+    brokers = {b.node_id: (b.host, b.port) for b in meta.brokers}
+    leaders: dict[int, dict[tuple[str, int], int]] = defaultdict(dict)
+    rc = 0
+    found = {(t.name, p.partition_index): p.leader_id for t in meta.topics for p in t.partitions}
+    for tp, offset in sorted(wanted.items()):
+        leader = found.get(tp, -1)
+        if leader not in brokers:
+            error = "UNKNOWN_TOPIC_OR_PARTITION" if tp not in found else "LEADER_NOT_AVAILABLE"
+            print(f"refka topics: {tp[0]}:{tp[1]}: {error}", file=sys.stderr)
+            rc = 1
+            continue
+        leaders[leader][tp] = offset
+    R = DeleteRecords.Request
+    for leader, parts in sorted(leaders.items()):
+        host, port = brokers[leader]
+        by_topic: dict[str, list] = defaultdict(list)
+        for (t, p), offset in sorted(parts.items()):
+            by_topic[t].append(R.DeleteRecordsTopic.DeleteRecordsPartition(partition_index=p, offset=offset))
+        req = R(topics=[R.DeleteRecordsTopic(name=t, partitions=ps) for t, ps in by_topic.items()],
+                timeout_ms=30000)
+        leader_conn = await BrokerConnection(host, port, "refka-topics").connect()
+        try:
+            resp = await leader_conn.request(DeleteRecords, req)
+        finally:
+            await leader_conn.close()
+        for t in resp.topics:
+            for p in sorted(t.partitions, key=lambda p: p.partition_index):
+                if p.error_code:
+                    print(f"refka topics: {t.name}:{p.partition_index}: {_err(p.error_code)}", file=sys.stderr)
+                    rc = 1
+                else:
+                    print(f"{t.name}:{p.partition_index}: low watermark {p.low_watermark}")
+    return rc
+
+
 async def _run(args: argparse.Namespace) -> int:
     try:
         conn = await connect(args.bootstrap_server, "refka-topics")
@@ -91,8 +194,12 @@ async def _run(args: argparse.Namespace) -> int:
         print(f"refka topics: {e}", file=sys.stderr)
         return 1
     try:
-        action = {"create": _create, "list": _list, "describe": _describe, "delete": _delete}[args.action]
+        action = {"create": _create, "list": _list, "describe": _describe, "delete": _delete,
+                  "alter": _alter, "delete-records": _delete_records}[args.action]
         return await action(conn, args)
+    except BrokerConnectionError as e:
+        print(f"refka topics: {e}", file=sys.stderr)
+        return 1
     finally:
         await conn.close()
 

@@ -173,8 +173,9 @@ _KEYS = [
          "log.message.timestamp.before.max.ms"),
     _key("message.timestamp.after.max.ms", "LONG", LONG_MAX, Range(0), _COMPAT_TIMESTAMP,
          "log.message.timestamp.after.max.ms"),
-    _key("enable.ordered.delivery", "BOOLEAN", False, None,
-         "refka KIP-253: consumers deliver keyed records in order across partition changes."),
+    _key("enable.ordered.delivery", "BOOLEAN", True, None,
+         "KIP-253: partition changes keep keyed records in order (leader epochs recorded, partitions "
+         "can be removed); false: CreatePartitions follows Kafka's rules (add only, no bookkeeping)."),
     _key("follower.replication.throttled.replicas", "LIST", "", None, _COMPAT_THROTTLE),
     _key("leader.replication.throttled.replicas", "LIST", "", None, _COMPAT_THROTTLE),
 ]
@@ -268,6 +269,17 @@ def validate_topic_configs(configs: Mapping[str, Any]) -> dict[str, str]:
     return out
 
 
+def ordered_delivery(overrides: Mapping[str, str]) -> bool:
+    """``enable.ordered.delivery`` of a topic with these overrides (KIP-253; no broker
+    property sets its default). An unreadable value, which validation keeps out, counts
+    as the default."""
+    key = TOPIC_CONFIGS["enable.ordered.delivery"]
+    try:
+        return bool(parse(key.name, overrides.get(key.name, key.default)))
+    except InvalidConfigError:
+        return bool(key.default)
+
+
 def defaults_from_broker(props: Mapping[str, Any]) -> dict[str, str]:
     """Every topic config's default on a broker with these properties: its most precise
     synonym that is set (in the topic config's unit), else the table's default; as text."""
@@ -306,6 +318,7 @@ __all__ = [
     "Validator",
     "defaults_from_broker",
     "items",
+    "ordered_delivery",
     "parse",
     "to_text",
     "validate_topic_configs",

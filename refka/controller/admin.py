@@ -31,12 +31,13 @@ import asyncio
 import random
 import re
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import structlog
 
 from refka.common import TopicPartition
-from refka.common.topic_config import validate_topic_configs
+from refka.common.topic_config import ordered_delivery, validate_topic_configs
 from refka.protocol.errors import ErrorCode
 
 from . import znodes
@@ -457,14 +458,24 @@ async def create_partitions(
     rng: random.Random | None = None,
     check: PartitionCheck | None = None,
 ) -> znodes.TopicAssignment:
-    """Adds partitions: writes the longer assignment to ``/brokers/topics/<t>``.
+    """CreatePartitions: grows the topic, or shrinks it (KIP-253 partition deletion).
 
-    The controller then runs KIP-253's expansion (bumps the old partitions'
-    leader epochs, records them in the new partition znodes, raises
-    undeleted_partition_count). ``assignment`` lists the *new* partitions'
-    replicas. A smaller count is KIP-253 partition deletion: not yet
-    (INVALID_PARTITIONS); nor is expanding while partitions are marked for
-    deletion, as KIP-253 requires.
+    The topic's partition count here is the number of its partitions that are not
+    marked (nor about to be marked) for deletion: its ``undeleted_partition_count``, the
+    count producers use, once the controller has applied the last change. Growing writes the
+    longer assignment to ``/brokers/topics/<t>`` (``assignment`` lists the *new*
+    partitions' replicas); the controller runs KIP-253's expansion. Shrinking to
+    ``initial_partition_count <= new_total`` writes ``undeleted_partition_count =
+    new_total`` and nothing else (seed step 3); the controller marks partitions
+    new_total.. for deletion. Refused with INVALID_PARTITIONS, saying why:
+
+    - the same count (Kafka's answer, "Topic already has N partitions.");
+    - a count below ``initial_partition_count``;
+    - growing while partitions are marked for deletion, or still being removed
+      (seed, Goals: not until they are drained and gone);
+    - a change while the controller has not finished the previous one (partitions
+      not marked yet, or being removed; a growth may add to a growth);
+    - with ``enable.ordered.delivery=false``, shrinking (Kafka's rules: grow only).
     """
     for _ in range(5):
         try:
@@ -472,46 +483,30 @@ async def create_partitions(
         except NoNodeError:
             raise UnknownTopicError(f"Topic '{name}' does not exist.") from None
         topic = znodes.TopicAssignment.from_json(name, data)
-        current = len(topic.partitions)
         if await store.exists(znodes.delete_topic_path(name)) is not None:
             raise InvalidTopicError(f"Topic '{name}' is marked for deletion.")
-        if new_total < current:
-            raise InvalidPartitionsError(
-                f"Topic currently has {current} partitions, {new_total} would remove some: "
-                "partition deletion (KIP-253) is not supported yet."
-            )
+        pending = await _pending(store, topic)
+        current = len(topic.partitions) - len(pending.marked) - len(pending.marking)
         if new_total == current:
             raise InvalidPartitionsError(f"Topic already has {current} partitions.")
-        # KIP-253: no expansion while partitions are marked for deletion (only
-        # partitions at or above undeleted_partition_count can be).
-        for p in range(max(0, topic.undeleted_partition_count), current):
-            try:
-                pdata, _ = await store.get(znodes.partition_path(name, p))
-            except NoNodeError:
-                continue
-            if znodes.PartitionZnode.from_json(pdata).marked_for_deletion:
-                raise InvalidPartitionsError("Partitions of this topic are marked for deletion (KIP-253).")
-        rf = len(topic.partitions[0]) if topic.partitions else 1
-        added = new_total - current
-        if assignment is not None:
-            if len(assignment) != added:
-                raise InvalidReplicaAssignmentError(
-                    f"Increasing the number of partitions by {added} but {len(assignment)} assignments provided."
-                )
-            new = validate_assignment(
-                {current + i: list(a) for i, a in enumerate(assignment)},
-                brokers,
-                first_partition=current,
-                replication_factor=rf,
+        # A growth may add to one the controller has not finished (it creates them all at
+        # once); anything else waits until the last change is done.
+        unfinished = pending.unfinished(new_total > current)
+        if unfinished:
+            raise InvalidPartitionsError(
+                f"The controller has not finished the last change of topic '{name}''s partition "
+                f"count (KIP-253): {unfinished}; try again."
             )
+        if new_total < current:
+            _check_shrink(topic, current, new_total, await _ordered_delivery(store, name), assignment)
+            topic.undeleted_partition_count = new_total
         else:
-            order = sorted(brokers)
-            first = topic.partitions.get(0, [None])[0]
-            start = order.index(first) if first in order else -1
-            new = assign_replicas(brokers, added, rf, start_index=start, start_partition_id=current, rng=rng)
-        if check is not None:
-            check(new)
-        topic.partitions.update(new)
+            if pending.marked:
+                raise InvalidPartitionsError(
+                    f"Partitions {pending.marked} of topic '{name}' are marked for deletion (KIP-253): it "
+                    "can grow again once they are drained and removed."
+                )
+            topic.partitions.update(_new_assignment(topic, new_total, assignment, brokers, rng, check))
         if validate_only:
             return topic
         try:
@@ -519,7 +514,115 @@ async def create_partitions(
         except BadVersionError:
             continue  # the topic changed under us: read it again
         return topic
-    raise AdminError("the topic kept changing while adding partitions")
+    raise AdminError("the topic kept changing while changing its partitions")
+
+
+async def _ordered_delivery(store: MetadataStore, name: str) -> bool:
+    try:
+        data, _ = await store.get(znodes.topic_config_path(name))
+    except NoNodeError:
+        return ordered_delivery({})
+    return ordered_delivery(znodes.TopicConfig.from_json(data).config)
+
+
+@dataclass
+class _Pending:
+    """A topic's partitions at or above its undeleted_partition_count, and those whose
+    removal the controller has begun (a partition znode left outside the assignment)."""
+
+    marked: list[int] = field(default_factory=list)  # marked for deletion: a finished shrink
+    marking: list[int] = field(default_factory=list)  # a shrink the controller has not marked yet
+    creating: list[int] = field(default_factory=list)  # a growth: no partition znode yet
+    removing: list[int] = field(default_factory=list)  # drained, being removed
+
+    def unfinished(self, growing: bool) -> str:
+        """What is still being done that a new change must wait for ('' when nothing)."""
+        what = [([] if growing else self.creating, "being created"),
+                (self.marking, "being marked for deletion"), (self.removing, "being removed")]
+        return ", ".join(f"partitions {ps} {doing}" for ps, doing in what if ps)
+
+
+async def _pending(store: MetadataStore, topic: znodes.TopicAssignment) -> _Pending:
+    out = _Pending()
+    undeleted = topic.undeleted_partition_count
+    if undeleted < 0:
+        undeleted = len(topic.partitions)  # counts not recorded yet: nothing is marked
+    try:
+        children = await store.get_children(znodes.partitions_path(topic.topic))
+    except NoNodeError:
+        children = []
+    out.removing = sorted(int(c) for c in children if c.isdigit() and int(c) not in topic.partitions)
+    for p in sorted(p for p in topic.partitions if p >= undeleted):
+        try:
+            pdata, _ = await store.get(znodes.partition_path(topic.topic, p))
+        except NoNodeError:
+            out.creating.append(p)
+            continue
+        (out.marked if znodes.PartitionZnode.from_json(pdata).marked_for_deletion else out.marking).append(p)
+    return out
+
+
+def _check_shrink(
+    topic: znodes.TopicAssignment,
+    current: int,
+    new_total: int,
+    ordered: bool,
+    assignment: Sequence[Sequence[int]] | None,
+) -> None:
+    initial = topic.initial_partition_count
+    if not ordered:
+        raise InvalidPartitionsError(
+            f"Topic currently has {current} partitions, which is higher than the requested {new_total}. "
+            "(enable.ordered.delivery=false: partitions can only be added; KIP-253 deletion needs it true.)"
+        )
+    if initial < 0:
+        raise InvalidPartitionsError(
+            f"The controller has not recorded topic '{topic.topic}''s initial_partition_count yet "
+            "(KIP-253); try again."
+        )
+    if new_total < initial:
+        raise InvalidPartitionsError(
+            f"Topic was created with {initial} partitions (initial_partition_count): KIP-253 removes "
+            f"partitions down to {initial}, not to {new_total}."
+        )
+    if assignment:
+        raise InvalidReplicaAssignmentError(
+            f"Decreasing the number of partitions to {new_total} takes no replica assignment, "
+            f"but {len(assignment)} were provided."
+        )
+
+
+def _new_assignment(
+    topic: znodes.TopicAssignment,
+    new_total: int,
+    assignment: Sequence[Sequence[int]] | None,
+    brokers: Mapping[int, str | None],
+    rng: random.Random | None,
+    check: PartitionCheck | None,
+) -> dict[int, list[int]]:
+    """The added partitions' replicas: ``assignment`` checked, or assigned as Kafka does."""
+    current = len(topic.partitions)
+    rf = len(topic.partitions[0]) if topic.partitions else 1
+    added = new_total - current
+    if assignment is not None:
+        if len(assignment) != added:
+            raise InvalidReplicaAssignmentError(
+                f"Increasing the number of partitions by {added} but {len(assignment)} assignments provided."
+            )
+        new = validate_assignment(
+            {current + i: list(a) for i, a in enumerate(assignment)},
+            brokers,
+            first_partition=current,
+            replication_factor=rf,
+        )
+    else:
+        order = sorted(brokers)
+        first = topic.partitions.get(0, [None])[0]
+        start = order.index(first) if first in order else -1
+        new = assign_replicas(brokers, added, rf, start_index=start, start_partition_id=current, rng=rng)
+    if check is not None:
+        check(new)
+    return new
 
 
 # ---- configs -------------------------------------------------------------------------------------

@@ -1,5 +1,6 @@
 """The controller's connections to brokers: LeaderAndIsr, UpdateMetadata and
-StopReplica over the real Kafka protocol.
+StopReplica over the real Kafka protocol, and the ListOffsets of KIP-253's drain
+task (partition_deletion.py; a normal API, answered to anyone).
 
 One queue and one sender task per live broker (its endpoint from
 ``/brokers/ids/<id>``), so requests reach each broker in the order the
@@ -166,7 +167,8 @@ class _BrokerSender:
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, self.channel.max_retry_backoff)
                 continue
-            if response.error_code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+            # ListOffsets (the drain task's) has no top-level error code.
+            if getattr(response, "error_code", ErrorCode.NONE) == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
                 log.warning(
                     "controller_request_refused",
                     broker=self.info.broker_id,

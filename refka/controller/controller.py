@@ -41,10 +41,12 @@ Decided here:
   reassignments whose targets joined the ISR.
 
 Elsewhere, as collaborators built here with just what they use: topic
-creation, expansion (KIP-253) and deletion in topics.py (TopicManager),
+creation, KIP-253 expansion and shrink, and deletion in topics.py
+(TopicManager), KIP-253's drain task in partition_deletion.py
+(PartitionDeletionManager: started at failover, stopped at resignation),
 reassignment (KIP-455) in reassignment.py (ReassignmentManager).
 
-Not yet: KIP-253 partition deletion, automatic preferred-leader rebalancing.
+Not yet: automatic preferred-leader rebalancing.
 """
 
 from __future__ import annotations
@@ -71,7 +73,9 @@ from .events import (
     ControllerRequest,
     Elected,
     IsrChangeNotification,
+    PartitionDeletionCheck,
     PartitionModifications,
+    PartitionsDrained,
     ReassignResult,
     ReplicaLeaderElection,
     Resigned,
@@ -79,6 +83,7 @@ from .events import (
     TopicChange,
     TopicDeletion,
 )
+from .partition_deletion import PartitionDeletionManager
 from .reassignment import Ongoing, ReassignmentManager
 from .request_batch import BatchSender, RequestBatch
 from .state_machine import (
@@ -107,6 +112,7 @@ class ControllerConfig:
     unclean_leader_election_enable: bool = False
     inter_broker_listener_name: str | None = None  # None: each broker's first endpoint
     expansion_ack_timeout: float = 10.0  # KIP-253: wait for LeaderAndIsr answers this long
+    partition_deletion_check_interval: float = 30.0  # KIP-253's drain task (seconds)
     retry_backoff: float = 0.2
 
     @classmethod
@@ -120,6 +126,8 @@ class ControllerConfig:
         return cls(
             unclean_leader_election_enable=flag("unclean.leader.election.enable", False),
             inter_broker_listener_name=props.get("inter.broker.listener.name") or None,
+            partition_deletion_check_interval=int(props.get("partition.deletion.check.interval.ms", 30_000))
+            / 1000,
         )
 
 
@@ -155,6 +163,15 @@ class Controller:
             self.context, self._zk, self._sender, self.election, self.config.expansion_ack_timeout
         )
         self._reassignment = ReassignmentManager(self.context, self._zk, self._sender, self.election)
+        self._deletion = PartitionDeletionManager(
+            self.context,
+            self._zk,
+            self._sender,
+            self.election,
+            self._events.put_nowait,
+            self.config.partition_deletion_check_interval,
+            self.config.expansion_ack_timeout,
+        )
 
     # ---- public ------------------------------------------------------------------------------
 
@@ -305,6 +322,11 @@ class Controller:
                 await self._topics.on_topic_deletion()
             case IsrChangeNotification():
                 await self._on_isr_change()
+            case PartitionDeletionCheck():
+                await self._deletion.on_check()
+            case PartitionsDrained(epoch=epoch, drained=drained):
+                if epoch == self.election.epoch:  # not a check of an earlier term
+                    await self._deletion.on_drained(drained)
             case ControlledShutdown(broker_id=broker_id, broker_epoch=broker_epoch):
                 event.complete(await self._on_controlled_shutdown(broker_id, broker_epoch))
             case ReplicaLeaderElection(partitions=tps, unclean=False):
@@ -325,6 +347,7 @@ class Controller:
         if self._active:
             log.info("controller_resigned", broker=self.broker_id)
         self._active = False
+        self._deletion.stop()
         self._reset()
         self.channel.update_brokers({})
 
@@ -375,6 +398,8 @@ class Controller:
         # Deletions and ISR changes that arrived while no controller watched.
         self._events.put_nowait(TopicDeletion())
         self._events.put_nowait(IsrChangeNotification())
+        # KIP-253's drain task: removals cut short, then a check now and every interval.
+        await self._deletion.start()
 
     # ---- brokers ----------------------------------------------------------------------------------
 

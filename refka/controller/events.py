@@ -11,6 +11,9 @@ Everything the controller reacts to becomes one of these on its one queue
   ``/brokers/topics``), ``PartitionModifications`` (a topic znode's data),
   ``TopicDeletion`` (children of ``/admin/delete_topics``),
   ``IsrChangeNotification`` (children of ``/isr_change_notification``);
+- from the controller itself (partition_deletion.py, KIP-253's drain task):
+  ``PartitionDeletionCheck`` every ``partition.deletion.check.interval.ms``, and
+  ``PartitionsDrained`` with what the leaders answered;
 - requests a caller awaits (``ControllerRequest``): ``ControlledShutdown``,
   ``ReplicaLeaderElection`` (preferred or unclean, KIP-460),
   ``ApiPartitionReassignment`` (KIP-455), and ``Sync`` (a barrier for tests
@@ -89,6 +92,23 @@ class TopicDeletion(ControllerEvent):
 @dataclass(frozen=True, slots=True)
 class IsrChangeNotification(ControllerEvent):
     """``/isr_change_notification`` children changed: leaders wrote new ISRs."""
+
+
+# ---- KIP-253's drain task (partition_deletion.py) -------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionDeletionCheck(ControllerEvent):
+    """Time to ask the leaders of partitions marked for deletion for their offsets."""
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionsDrained(ControllerEvent):
+    """The leaders' answers to a check made by the controller of ``epoch``: the marked
+    partitions found empty, each with the topic id and leader epoch it was asked under."""
+
+    epoch: int
+    drained: dict[TopicPartition, tuple[bytes, int]]
 
 
 # ---- requests ------------------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""Topic creation, completion, expansion and deletion on the active controller
-(Kafka's onNewPartitionCreation, onPartitionModification's expansion, and
-TopicDeletionManager), run on the controller's event task.
+"""Topic creation, completion, KIP-253 expansion and shrink, and deletion on the
+active controller (Kafka's onNewPartitionCreation, onPartitionModification's
+expansion, and TopicDeletionManager), run on the controller's event task.
 
 - Creation (``TopicChange``: ``/brokers/topics`` children): partition epochs
   from the cluster-wide counter ``/partition_epoch`` (so a re-created topic
@@ -8,17 +8,34 @@ TopicDeletionManager), run on the controller's event task.
   partition and state znodes (leader = first live replica, ISR = live
   replicas, leader_epoch 0), LeaderAndIsr to the replicas, UpdateMetadata to
   all.
-- Completion (at failover, and for a topic a retried event left unfinished):
-  KIP-253 counts and the KIP-232 topic epoch of a topic no controller
-  finished, partitions left half-created (a znode and no state).
-- Expansion (``PartitionModifications``: the topic znode's data grows),
-  KIP-253 step 2: raise undeleted_partition_count in the topic znode; bump
-  the leader epoch of every existing partition and send them LeaderAndIsr
-  (with the new count), waiting (bounded) for the answers; create each new
-  partition's znode with ``leaderEpochAfterCreation`` = the old partitions'
-  epochs before the bump, and its state; LeaderAndIsr for the new
-  partitions; UpdateMetadata. A controller that fails half way is continued
-  by the next one: partitions without a partition znode are new.
+- Completion (``complete_topic``: at failover, on every change of the topic
+  znode, and for a topic a retried event left unfinished): whatever the znodes
+  say is not done yet, in the steps below. Seed change 1: a topic znode
+  without ``initial_partition_count`` gets it (and undeleted_partition_count
+  and the KIP-232 topic epoch), whoever wrote it.
+- Expansion (the assignment has partitions without a partition znode), seed
+  step 2, with ``enable.ordered.delivery`` (the default):
+    E1  topic znode: undeleted_partition_count = the assignment's size;
+    E2  the new partitions' znodes, in one transaction, each with
+        ``leaderEpochAfterCreation`` = {P2: P2's leader epoch now} for every
+        older partition P2 with a state;
+    E3  every P2 whose leader epoch still equals what E2 recorded: + 1 (one
+        transaction), LeaderAndIsr with the new count, waiting (bounded) for
+        the answers;
+    E4  the new partitions' states; LeaderAndIsr (is_new), UpdateMetadata.
+  With ``enable.ordered.delivery=false``, Kafka's expansion: E2 records
+  nothing and E3 bumps nothing.
+- Shrink (partitions at or above undeleted_partition_count, which the admin
+  lowered, that are not marked yet), seed step 3:
+    S1  every unmarked P1 >= N, in one transaction: ``leaderEpochBeforeDeletion``
+        = {P2 < N: P2's leader epoch now} (a partition is marked for deletion
+        iff that map is not empty);
+    S2  every P2 whose leader epoch still equals what a marked partition
+        recorded for it: + 1 (one transaction), LeaderAndIsr with the new
+        count, waiting (bounded) for the answers;
+    S3  UpdateMetadata for every partition of the topic (the count, the marks).
+  Marked partitions stay readable and hosted; partition_deletion.py removes
+  each once it is empty.
 - Deletion (``TopicDeletion``: ``/admin/delete_topics`` children):
   UpdateMetadata with leader -2 for its partitions, StopReplica(delete) to
   every live replica, then the topic's znodes go. (Kafka waits for every
@@ -26,21 +43,41 @@ TopicDeletionManager), run on the controller's event task.
   a dead broker keeps its log until that broker's next full LeaderAndIsr,
   which omits it.)
 
-Not yet: KIP-253 partition deletion (a smaller undeleted_partition_count;
-``_on_partition_shrink`` logs it).
+Why a controller that dies between any two steps leaves znodes its successor
+finishes from, without doing a step twice (seed: "the new controller can
+continue ..."). Every step is decided from the znodes alone. E1 and S1 skip
+what is written already (a raised count, a partition znode, a non-empty map).
+E3 and S2 bump P2 only while its leader epoch equals an epoch recorded by E2 or
+S1: the bump makes it larger, and so does any later leader change, which also
+carries the new count, since E1 (or the admin's write of N) precedes the
+recording; epochs never go down. So a P2 is bumped once per recording, however
+often the steps run, and a recording is never left without its bump: it
+precedes the bump, and as long as the bump is missing the recorded epoch equals
+the current one. Each step's writes are one transaction, so no partition is
+half-marked or half-bumped. The LeaderAndIsr and UpdateMetadata a dead
+controller did not send, its successor's failover sends (full, to every
+broker). This orders step 2 differently from the seed, which bumps first and
+then creates the partition znodes with the epochs from before the bump: a
+controller dying between the two would leave no record of those epochs, and
+its successor would bump again.
+
+``faults.reached`` marks each step for the tests that stop a controller there.
 """
 
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from dataclasses import replace
 
 import structlog
 
 from refka.common import TopicPartition
+from refka.common.topic_config import ordered_delivery
 
 from .context import ControllerContext
 from .election import ControllerElection
+from .faults import reached
 from .request_batch import BatchSender, RequestBatch
 from .state_machine import PartitionStateName, ReplicaStateName, initial_state
 from .store import Op
@@ -89,6 +126,7 @@ class TopicManager:
         self.sender.send(batch)
 
     async def on_partition_modifications(self, name: str) -> None:
+        """The topic znode changed: partitions added, the count lowered, a reassignment."""
         ctx = self.context
         old = ctx.topics.get(name)
         read = await self.zk.read_topic(name)
@@ -101,17 +139,10 @@ class TopicManager:
             log.warning("topic_replaced", topic=name)
         ctx.topics[name] = topic
         ctx.topic_versions[name] = version
-        if 0 <= topic.undeleted_partition_count < len(old.partitions) and len(topic.partitions) <= len(
-            old.partitions
-        ):
-            await self._on_partition_shrink(name, topic.undeleted_partition_count)
-            return
-        if len(topic.partitions) > len(old.partitions) or any(
-            (name, p) not in ctx.partition_znodes for p in topic.partitions
-        ):
-            batch = RequestBatch()
-            await self.complete_topic(name, batch)
-            self.sender.send(batch)
+        await self.zk.read_topic_config(name)  # enable.ordered.delivery as it is now
+        batch = RequestBatch()
+        await self.complete_topic(name, batch)
+        self.sender.send(batch)
 
     async def on_topic_deletion(self) -> None:
         ctx = self.context
@@ -144,88 +175,182 @@ class TopicManager:
             log.info("topic_deleted", topic=name, partitions=len(tps))
         self.sender.send(batch)
 
-    # ---- creation, completion, expansion ---------------------------------------------------------
+    # ---- creation, completion, expansion, shrink ----------------------------------------------
 
     def _incomplete(self, name: str) -> bool:
         ctx = self.context
         t = ctx.topics[name]
         if t.topic_epoch < 0 or t.initial_partition_count < 0 or t.undeleted_partition_count < 0:
             return True
-        return any(
-            (name, p) not in ctx.partition_znodes or (name, p) not in ctx.states for p in t.partitions
-        )
-
-    async def _on_partition_shrink(self, name: str, undeleted: int) -> None:
-        """KIP-253 step 3 (partition deletion): not implemented yet."""
-        log.warning("partition_deletion_not_supported", topic=name, undeleted_partition_count=undeleted)
+        if any((name, p) not in ctx.partition_znodes or (name, p) not in ctx.states for p in t.partitions):
+            return True
+        return bool(self._to_mark(name))
 
     async def complete_topic(self, name: str, batch: RequestBatch) -> None:
-        """Brings a topic's znodes to what the assignment says: KIP-253 counts and
-        the topic epoch, then creation (a new topic) or expansion (new partitions
-        of an existing topic), finishing what an earlier controller started."""
+        """Brings a topic's znodes to what its topic znode says (the module docstring's
+        steps): counts and topic epoch, then creation or expansion (partitions without a
+        partition znode), then shrink (partitions at or above the count not marked yet),
+        finishing what an earlier controller started."""
         ctx = self.context
         topic = ctx.topics[name]
-        existing = [p for p in sorted(topic.partitions) if (name, p) in ctx.partition_znodes]
-        new = [p for p in sorted(topic.partitions) if (name, p) not in ctx.partition_znodes]
-        expansion = bool(existing) and bool(new)
+        ordered = ordered_delivery(ctx.topic_configs.get(name, {}))
+        older: list[int] = []
+        new: list[int] = []
+        for p in sorted(topic.partitions):
+            (older if (name, p) in ctx.partition_znodes else new).append(p)
+        # Only partitions at or above the count are ever marked (_shrink): often there are none.
+        n = topic.undeleted_partition_count
+        marked: list[int] = []
+        if len(topic.partitions) > n:
+            marked = [p for p in older if p >= max(n, 0) and ctx.partition_znodes[(name, p)].marked_for_deletion]
+        expansion = bool(older) and bool(new)
 
-        # The topic znode: counts (KIP-253 change 1 and step 2) and the topic epoch.
+        # E1 and seed change 1: the topic znode's counts, and its topic epoch.
         changed = replace(topic, partitions=dict(topic.partitions))
         if changed.initial_partition_count < 0:
-            changed.initial_partition_count = len(existing) if expansion else len(topic.partitions)
-        if changed.undeleted_partition_count < len(topic.partitions) and not any(
-            ctx.partition_znodes[(name, p)].marked_for_deletion for p in existing
-        ):
+            changed.initial_partition_count = len(older) if expansion else len(topic.partitions)
+        if changed.undeleted_partition_count < 0:
+            changed.undeleted_partition_count = marked[0] if marked else len(topic.partitions)
+        elif new and not marked and changed.undeleted_partition_count < len(topic.partitions):
             changed.undeleted_partition_count = len(topic.partitions)
         claim: Op | None = None
         if changed.topic_epoch < 0:
             changed.topic_epoch, claim = self.zk.allocate_epochs(1)
         if changed != topic:
             await self.zk.write_topic(changed, claim)
+            if expansion:
+                await reached("expansion.count_raised")
 
-        # Partitions with a znode but no state: a creation cut short.
-        for p in existing:
-            tp = (name, p)
-            if tp not in ctx.states:
-                await self.create_states([tp], batch)
+        # E2: the new partitions' znodes (a creation's too, with nothing to record).
+        if new:
+            after_creation: dict[int, int] = {}
+            if expansion and ordered:
+                after_creation = {
+                    p: ctx.states[(name, p)].leader_epoch for p in older if (name, p) in ctx.states
+                }
+            await self._create_partitions(name, new, after_creation)
+            if expansion:
+                await reached("expansion.partitions_created")
+        # E3: the bump E2 recorded, unless done. Partitions with a znode and no state are
+        # new ones whose E4 is still to come (or that had no live replica yet).
+        stateless = [p for p in sorted(topic.partitions) if (name, p) not in ctx.states]
+        due = self._due_bumps(
+            name, (ctx.partition_znodes[(name, p)].leader_epoch_after_creation for p in stateless)
+        )
+        if due:
+            await self._bump(name, due, "expansion", batch)
+        # E4 (and a creation): the states.
+        if stateless:
+            await self.create_states([(name, p) for p in stateless], batch)
+            if expansion:
+                await reached("expansion.states_created")
+        await self._shrink(name, batch)
 
-        if not new:
-            return
-        after_creation: dict[int, int] = {}
-        if expansion:
-            after_creation = await self._bump_for_expansion(name, existing, batch)
-        await self._create_partitions(name, new, after_creation, batch)
-
-    async def _bump_for_expansion(
-        self, name: str, existing: list[int], batch: RequestBatch
-    ) -> dict[int, int]:
-        """KIP-253 step 2: every existing partition's leader epoch + 1, LeaderAndIsr
-        with the new undeleted_partition_count, and wait (bounded) for the answers.
-        Returns the epochs *before* the bump, for leaderEpochAfterCreation."""
+    def _to_mark(self, name: str) -> list[int]:
+        """Partitions at or above undeleted_partition_count that are not marked yet."""
         ctx = self.context
-        before = {p: ctx.states[(name, p)].leader_epoch for p in existing if (name, p) in ctx.states}
+        topic = ctx.topics[name]
+        n = topic.undeleted_partition_count
+        if n < 0 or len(topic.partitions) <= n:  # no partition at or above the count
+            return []
+        return [
+            p
+            for p in sorted(topic.partitions)
+            if p >= n and (pz := ctx.partition_znodes.get((name, p))) is not None and not pz.marked_for_deletion
+        ]
+
+    async def _shrink(self, name: str, batch: RequestBatch) -> None:
+        """Seed step 3 (S1-S3 of the module docstring), from what the znodes say."""
+        ctx = self.context
+        topic = ctx.topics[name]
+        n = topic.undeleted_partition_count
+        if n < 0 or len(topic.partitions) <= n:
+            return  # no partition at or above the count: none marked, none to mark
+        unmarked = self._to_mark(name)
+        if unmarked:
+            before = {
+                p: ctx.states[(name, p)].leader_epoch
+                for p in sorted(topic.partitions)
+                if p < n and (name, p) in ctx.states
+            }
+            if not before:  # nothing to record yet: no partition below N has a leader epoch
+                log.warning("partition_marking_waits_for_states", topic=name, partitions=unmarked)
+                return
+            await self.zk.write_partitions(
+                {
+                    (name, p): replace(ctx.partition_znodes[(name, p)], leader_epoch_before_deletion=dict(before))
+                    for p in unmarked
+                }
+            )
+            log.info(
+                "partitions_marked_for_deletion",
+                topic=name,
+                partitions=unmarked,
+                undeleted_partition_count=n,
+                leader_epoch_before_deletion=before,
+            )
+            await reached("shrink.marked")
+        recorded = [
+            pz.leader_epoch_before_deletion
+            for p in sorted(topic.partitions)
+            if (pz := ctx.partition_znodes.get((name, p))) is not None and pz.marked_for_deletion
+        ]
+        due = self._due_bumps(name, recorded)
+        if due:
+            await self._bump(name, due, "shrink", batch)
+        if unmarked or due:
+            batch.update_metadata |= set(ctx.partitions_of(name))
+
+    def _due_bumps(self, name: str, recorded: Iterable[dict[int, int]]) -> list[int]:
+        """The partitions whose leader epoch still equals one a partition znode recorded
+        for them (E2, S1): their bump is still to be done."""
+        ctx = self.context
+        topic = ctx.topics[name]
+        due: set[int] = set()
+        seen: set[tuple[tuple[int, int], ...]] = set()
+        for epochs in recorded:
+            key = tuple(sorted(epochs.items()))
+            if not epochs or key in seen:  # one map per expansion or shrink, shared by its partitions
+                continue
+            seen.add(key)
+            for p, epoch in epochs.items():
+                s = ctx.states.get((name, p))
+                if s is not None and s.leader_epoch == epoch and p in topic.partitions:
+                    due.add(p)
+        return sorted(due)
+
+    async def _bump(self, name: str, partitions: list[int], kind: str, batch: RequestBatch) -> None:
+        """E3 / S2: each partition's leader epoch + 1, LeaderAndIsr with the topic's count
+        now, and a wait (bounded) for the answers, so producers that still use the old
+        count are refused before the metadata tells them the new one."""
+        ctx = self.context
         epoch = self.election.epoch
         bumped = {
-            (name, p): replace(ctx.states[(name, p)], leader_epoch=before[p] + 1, controller_epoch=epoch)
-            for p in before
+            (name, p): replace(ctx.states[(name, p)], leader_epoch=ctx.states[(name, p)].leader_epoch + 1,
+                               controller_epoch=epoch)
+            for p in partitions
         }
         await self.zk.write_states(bumped)
-        log.info("partition_expansion_epochs_bumped", topic=name, before=before)
+        log.info(
+            f"partition_{kind}_epochs_bumped",
+            topic=name,
+            leader_epochs={tp[1]: s.leader_epoch for tp, s in bumped.items()},
+            undeleted_partition_count=ctx.topics[name].undeleted_partition_count,
+        )
+        await reached(f"{kind}.epochs_bumped")
         now = RequestBatch()
         for tp in bumped:
             now.add_leader_and_isr(ctx.live_replicas(tp), tp)
         futures = self.sender.send_leader_and_isr(now)
         if futures:
-            done, pending = await asyncio.wait(futures, timeout=self.expansion_ack_timeout)
+            _done, pending = await asyncio.wait(futures, timeout=self.expansion_ack_timeout)
             if pending:
-                log.warning("partition_expansion_ack_timeout", topic=name, unanswered=len(pending))
+                log.warning(f"partition_{kind}_ack_timeout", topic=name, unanswered=len(pending))
+        await reached(f"{kind}.leader_and_isr_answered")
         batch.update_metadata |= set(bumped)
-        return before
 
-    async def _create_partitions(
-        self, name: str, partitions: list[int], after_creation: dict[int, int], batch: RequestBatch
-    ) -> None:
-        """Partition znodes (epochs from the counter) and states for new partitions."""
+    async def _create_partitions(self, name: str, partitions: list[int], after_creation: dict[int, int]) -> None:
+        """Partition znodes (epochs from the counter) for new partitions; no states yet."""
         first, claim = self.zk.allocate_epochs(len(partitions))
         made: dict[TopicPartition, PartitionZnode] = {}
         for i, p in enumerate(partitions):
@@ -240,7 +365,6 @@ class TopicManager:
             partition_epochs=[first + i for i in range(len(partitions))],
             leader_epoch_after_creation=after_creation or None,
         )
-        await self.create_states(list(made), batch)
 
     async def create_states(self, tps: list[TopicPartition], batch: RequestBatch) -> None:
         """New -> Online: the first live replica leads, at leader_epoch 0."""

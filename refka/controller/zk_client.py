@@ -128,6 +128,29 @@ class ControllerZkClient:
                 continue
             await self.read_state(tp)
 
+    async def read_topic_config(self, name: str) -> dict[str, str]:
+        """A topic's config overrides, read now into the context (the controller reads
+        ``enable.ordered.delivery`` when the topic changes; AlterConfigs does not tell it)."""
+        try:
+            data, _ = await self.store.get(znodes.topic_config_path(name))
+            config = znodes.TopicConfig.from_json(data).config
+        except NoNodeError:
+            config = {}
+        self.context.topic_configs[name] = config
+        return config
+
+    async def partitions_being_removed(self, name: str) -> list[int]:
+        """Partition znodes outside the topic's assignment: KIP-253 removals cut short
+        after the assignment lost them (partition_deletion.py)."""
+        topic = self.context.topics.get(name)
+        try:
+            children = await self.store.get_children(znodes.partitions_path(name))
+        except NoNodeError:
+            return []
+        return sorted(
+            int(c) for c in children if c.isdigit() and (topic is None or int(c) not in topic.partitions)
+        )
+
     async def reload_topic(self, name: str) -> None:
         """After a conditional write lost: re-read the topic and the epoch counter."""
         await self.read_partition_epoch()
@@ -278,6 +301,52 @@ class ControllerZkClient:
             raise ConflictingWriteError(str(e)) from e
         self.claimed_epochs(len(made))
         self.context.partition_znodes.update(made)
+
+    async def write_partitions(self, made: Mapping[TopicPartition, PartitionZnode]) -> None:
+        """Rewrites partition znodes (KIP-253 marks; all or none). Only controllers write
+        them, and a replaced one is fenced, so the write is not conditional."""
+        if not made:
+            return
+        ops: list[Op] = [("set", znodes.partition_path(*tp), pz.to_json(), -1) for tp, pz in made.items()]
+        try:
+            await self.commit(ops)
+        except NoNodeError as e:
+            # Removed meanwhile (the topic deleted): read the topic again and decide again.
+            await self.reload_topic(next(iter(made))[0])
+            raise ConflictingWriteError(str(e)) from e
+        self.context.partition_znodes.update(made)
+
+    async def remove_partitions(self, topic: TopicAssignment, removed: list[int]) -> None:
+        """KIP-253 removal, first step: the topic znode without ``removed`` (written at the
+        version last read) and their state znodes, in one transaction. Their partition
+        znodes stay until the brokers have dropped them (``delete_partition_znodes``)."""
+        ctx = self.context
+        name = topic.topic
+        ops: list[Op] = [("set", topic.path, topic.to_json(), ctx.topic_versions[name])]
+        ops += [
+            ("delete", znodes.partition_state_path(name, p), -1)
+            for p in removed
+            if (name, p) in ctx.state_versions
+        ]
+        try:
+            results = await self.commit(ops)
+        except (BadVersionError, NoNodeError) as e:
+            await self.reload_topic(name)
+            raise ConflictingWriteError(f"topic {name} changed under the controller") from e
+        ctx.topics[name] = topic
+        ctx.topic_versions[name] = results[0].version
+
+    async def delete_partition_znodes(self, name: str, partitions: list[int]) -> None:
+        """KIP-253 removal, last step: the partition znodes (with any state znode left)."""
+        for p in partitions:
+            ops: list[Op] = []
+            if await self.store.exists(znodes.partition_state_path(name, p)) is not None:
+                ops.append(("delete", znodes.partition_state_path(name, p), -1))
+            ops.append(("delete", znodes.partition_path(name, p), -1))
+            try:
+                await self.commit(ops)
+            except NoNodeError:
+                pass  # gone already (the topic was deleted meanwhile)
 
     async def delete_topic(self, name: str, partitions: list[int]) -> None:
         """A topic's znodes, its config and its ``/admin/delete_topics`` entry."""

@@ -154,6 +154,91 @@ async def test_create_partitions(store) -> None:
         await admin.create_partitions(store, "q", 5, None, BROKERS)
 
 
+async def _as_the_controller_left_it(store, name: str, marked: dict[int, dict[int, int]] | None = None) -> None:
+    """Partition znodes for every partition of the assignment (what the controller writes),
+    with ``marked``: partition -> leaderEpochBeforeDeletion."""
+    topic = await admin.read_topic(store, name)
+    for p in topic.partitions:
+        pz = znodes.PartitionZnode(p + 1, leader_epoch_before_deletion=(marked or {}).get(p, {}))
+        path = znodes.partition_path(name, p)
+        if await store.exists(path) is None:
+            await store.create(path, pz.to_json(), makepath=True)
+        else:
+            await store.set(path, pz.to_json())
+
+
+async def test_a_smaller_count_writes_only_undeleted_partition_count(store) -> None:
+    await admin.create_topic(store, "s", -1, -1, {p: [1, 2] for p in range(2)}, None, BROKERS)
+    await admin.create_partitions(store, "s", 5, None, BROKERS, rng=random.Random(1))
+    before = await admin.read_topic(store, "s")
+    before.undeleted_partition_count = 5  # as the controller raises it
+    await store.set("/brokers/topics/s", before.to_json())
+    await _as_the_controller_left_it(store, "s")
+
+    assert (await admin.create_partitions(store, "s", 3, None, BROKERS, validate_only=True)).undeleted_partition_count == 3
+    assert (await admin.read_topic(store, "s")).undeleted_partition_count == 5  # validate_only wrote nothing
+    t = await admin.create_partitions(store, "s", 3, None, BROKERS)
+    doc = json.loads((await store.get("/brokers/topics/s"))[0])
+    assert (doc["initial_partition_count"], doc["undeleted_partition_count"]) == (2, 3)
+    assert doc["partitions"] == {str(p): r for p, r in before.partitions.items()}  # nothing else changed
+    assert t.partitions == before.partitions
+
+
+async def test_partition_count_changes_refused_with_the_reason(store) -> None:
+    await admin.create_topic(store, "r", -1, -1, {p: [1, 2] for p in range(2)}, None, BROKERS)
+    await admin.create_partitions(store, "r", 4, None, BROKERS)
+    grown = await admin.read_topic(store, "r")
+    grown.undeleted_partition_count = 4
+    await store.set("/brokers/topics/r", grown.to_json())
+    await _as_the_controller_left_it(store, "r")
+
+    def refused(match: str):
+        return pytest.raises(admin.InvalidPartitionsError, match=match)
+
+    with refused("Topic already has 4 partitions"):
+        await admin.create_partitions(store, "r", 4, None, BROKERS)
+    with refused("initial_partition_count"):
+        await admin.create_partitions(store, "r", 1, None, BROKERS)
+    with pytest.raises(admin.InvalidReplicaAssignmentError, match="takes no replica assignment"):
+        await admin.create_partitions(store, "r", 3, [[1, 2]], BROKERS)
+    # Shrunk to 3, not marked yet: nothing else until the controller has marked partition 3.
+    await admin.create_partitions(store, "r", 3, None, BROKERS)
+    with refused("Topic already has 3 partitions"):
+        await admin.create_partitions(store, "r", 3, None, BROKERS)
+    for count in (2, 5):
+        with refused(r"partitions \[3\] being marked for deletion"):
+            await admin.create_partitions(store, "r", count, None, BROKERS)
+    # Marked: a further shrink is fine, a growth is not (KIP-253's goals).
+    await _as_the_controller_left_it(store, "r", {3: {0: 0, 1: 0, 2: 0}})
+    with refused(r"Partitions \[3\] of topic 'r' are marked for deletion"):
+        await admin.create_partitions(store, "r", 5, None, BROKERS)
+    await admin.create_partitions(store, "r", 2, None, BROKERS, validate_only=True)
+    # Partition 3 removed from the assignment, its znode not yet deleted: still in progress.
+    removed = await admin.read_topic(store, "r")
+    del removed.partitions[3]
+    await store.set("/brokers/topics/r", removed.to_json())
+    with refused(r"partitions \[3\] being removed"):
+        await admin.create_partitions(store, "r", 5, None, BROKERS)
+    await store.delete(znodes.partition_path("r", 3))
+    # Gone: it grows again, from partition 3.
+    t = await admin.create_partitions(store, "r", 5, None, BROKERS)
+    assert sorted(t.partitions) == [0, 1, 2, 3, 4]
+
+
+async def test_with_ordered_delivery_off_partitions_follow_kafkas_rules(store) -> None:
+    await admin.create_topic(store, "k", -1, -1, {p: [1, 2] for p in range(2)},
+                             {"enable.ordered.delivery": "false"}, BROKERS)
+    await admin.create_partitions(store, "k", 4, None, BROKERS)
+    grown = await admin.read_topic(store, "k")
+    grown.undeleted_partition_count = 4
+    await store.set("/brokers/topics/k", grown.to_json())
+    await _as_the_controller_left_it(store, "k")
+    with pytest.raises(admin.InvalidPartitionsError,
+                       match="Topic currently has 4 partitions, which is higher than the requested 3"):
+        await admin.create_partitions(store, "k", 3, None, BROKERS)
+    assert (await admin.read_topic(store, "k")).undeleted_partition_count == 4
+
+
 async def test_topic_config_changes_leave_a_notification(store) -> None:
     await admin.create_topic(store, "c", 1, 1, None, None, BROKERS)
     assert await admin.get_topic_config(store, "c") == {}

@@ -24,6 +24,7 @@ from refka.protocol.headers import decode_request_header, encode_response_header
 from refka.protocol.messages import APIS
 from refka.protocol.messages.api_versions import ApiVersions
 from refka.protocol.messages.leader_and_isr import TYPE_FULL, TYPE_INCREMENTAL, LeaderAndIsr
+from refka.protocol.messages.list_offsets import ListOffsets
 from refka.protocol.messages.stop_replica import StopReplica
 from refka.protocol.messages.update_metadata import UpdateMetadata
 from tests.waiting import wait_until_async
@@ -32,12 +33,17 @@ BROKERS = (1, 2, 3)
 
 
 class FakeChannel:
-    """Records (broker, api name, request); every request is answered at once with no error."""
+    """Records (broker, api name, request); every request is answered at once with no error.
+    ListOffsets (KIP-253's drain task) is answered from ``offsets``: (topic, partition) ->
+    (log start offset, log end offset), UNKNOWN_TOPIC_OR_PARTITION for the others; a broker
+    in ``silent`` never answers it."""
 
     def __init__(self) -> None:
         self.brokers: dict[int, znodes.BrokerInfo] = {}
         self.sent: list[tuple[int, str, Any]] = []
         self.stopped = False
+        self.offsets: dict[tuple[str, int], tuple[int, int]] = {}
+        self.silent: set[int] = set()
 
     def update_brokers(self, brokers: dict[int, znodes.BrokerInfo]) -> None:
         self.brokers = dict(brokers)
@@ -45,12 +51,30 @@ class FakeChannel:
     def send(self, broker_id: int, api: Api, request: Any) -> asyncio.Future[Any]:
         self.sent.append((broker_id, api.name, request))
         fut: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        if broker_id in self.brokers:
+        if api is ListOffsets and broker_id in self.brokers:
+            if broker_id not in self.silent:
+                fut.set_result(self._list_offsets(request))
+        elif broker_id in self.brokers:
             fut.set_result(api.Response(error_code=0))
         else:
             fut.set_exception(BrokerGoneError(str(broker_id)))
             fut.exception()
         return fut
+
+    def _list_offsets(self, request: Any) -> Any:
+        T = ListOffsets.Response.ListOffsetsTopicResponse
+        topics = []
+        for t in request.topics:
+            parts = []
+            for p in t.partitions:
+                found = self.offsets.get((t.name, p.partition_index))
+                parts.append(T.ListOffsetsPartitionResponse(
+                    partition_index=p.partition_index,
+                    error_code=ErrorCode.NONE if found else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                    offset=-1 if found is None else found[0] if p.timestamp == -2 else found[1],
+                ))
+            topics.append(T(name=t.name, partitions=parts))
+        return ListOffsets.Response(topics=topics)
 
     async def stop(self) -> None:
         self.stopped = True

@@ -176,7 +176,8 @@ def test_ck_delete_records_beyond_high_watermark_is_offset_out_of_range(admin_br
 def test_ck_create_partitions_grows_and_refuses_shrinking_or_same_count(admin_broker):
     bs = admin_broker.bootstrap
     topic = unique_topic("parts")
-    create_topic(bs, topic, partitions=2)
+    # Kafka's rules: without KIP-253's ordered delivery a topic only grows (the shrink is below).
+    create_topic(bs, topic, partitions=2, config={"enable.ordered.delivery": "false"})
     a = admin(bs)
 
     a.create_partitions([NewPartitions(topic, 4)], operation_timeout=TIMEOUT,
@@ -192,6 +193,32 @@ def test_ck_create_partitions_grows_and_refuses_shrinking_or_same_count(admin_br
             fut.result(TIMEOUT)
         assert exc.value.args[0].code() == KafkaError.INVALID_PARTITIONS, count
     assert len(a.list_topics(topic, timeout=TIMEOUT).topics[topic].partitions) == 4
+
+
+def test_stock_admin_clients_shrink_a_topic_with_kip_253(admin_broker, kp_admin):
+    """A count below the current one (and not below the topic's initial count) marks the
+    partitions above it for deletion: they stay listed, readable, until drained."""
+    bs = admin_broker.bootstrap
+    topic = unique_topic("shrink")
+    create_topic(bs, topic, partitions=2)
+    a = admin(bs)
+    a.create_partitions([NewPartitions(topic, 5)], operation_timeout=TIMEOUT,
+                        request_timeout=TIMEOUT)[topic].result(TIMEOUT)
+    fill(bs, topic, 2, partitions=5)
+
+    a.create_partitions([NewPartitions(topic, 4)], operation_timeout=TIMEOUT,
+                        request_timeout=TIMEOUT)[topic].result(TIMEOUT)
+    kp_admin.create_partitions({topic: 3})
+    assert sorted(a.list_topics(topic, timeout=TIMEOUT).topics[topic].partitions) == [0, 1, 2, 3, 4]
+    assert [m.value() for m in read_partition(bs, topic, 4)] == [b"4-0", b"4-1"]
+    for count, why in ((1, "initial_partition_count"), (6, "marked for deletion")):
+        fut = a.create_partitions([NewPartitions(topic, count)], request_timeout=TIMEOUT)[topic]
+        with pytest.raises(KafkaException) as exc:
+            fut.result(TIMEOUT)
+        assert exc.value.args[0].code() == KafkaError.INVALID_PARTITIONS, count
+        assert why in exc.value.args[0].str(), exc.value.args[0].str()
+    with pytest.raises(InvalidPartitionsError):
+        kp_admin.create_partitions({topic: 3})  # the same count
 
 
 def test_ck_list_consumer_groups_filters_by_state(admin_broker):

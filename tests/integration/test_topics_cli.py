@@ -1,4 +1,4 @@
-"""``refka topics create|list|describe|delete`` as a user runs it: ``python -m
+"""``refka topics create|list|describe|alter|delete|delete-records`` as a user runs it: ``python -m
 refka topics ...`` subprocesses against a running broker, checked against what
 kafka-python's admin client sees. Errors exit non-zero with one clear line
 naming the topic and the Kafka error, never a traceback.
@@ -12,10 +12,11 @@ import sys
 import uuid
 
 import pytest
-from kafka import KafkaAdminClient
+from kafka import KafkaAdminClient, KafkaProducer
 from kafka.admin import ConfigResource, ConfigResourceType
 
 from tests.brokers import BrokerProcess, free_port_block
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.integration
 
@@ -35,9 +36,10 @@ def topics(bootstrap: str, *args: str) -> subprocess.CompletedProcess[str]:
 
 @pytest.fixture(scope="module")
 def cli_broker(tmp_path_factory):
-    """A broker whose defaults differ from Kafka's, to see -p/-r default to them."""
+    """A broker whose defaults differ from Kafka's, to see -p/-r default to them (and whose
+    controller looks for drained partitions every 200 ms)."""
     b = BrokerProcess(tmp_path_factory.mktemp("refka-cli") / "data", memory=True,
-                      overrides={"num.partitions": "4"}).start()
+                      overrides={"num.partitions": "4", "partition.deletion.check.interval.ms": "200"}).start()
     yield b
     b.stop()
 
@@ -169,3 +171,66 @@ def test_against_the_shared_disk_broker(broker):
     assert (head["Topic"], head["PartitionCount"], [p["Partition"] for p in parts]) == (t, "2", ["0", "1"])
     assert topics(broker.bootstrap, "delete", t).returncode == 0
     assert t not in topics(broker.bootstrap, "list").stdout.splitlines()
+
+
+def test_alter_grows_and_shrinks_and_delete_records_drains(cli_broker, admin):
+    t = _topic("cli-alter")
+    assert topics(cli_broker.bootstrap, "create", t, "-p", "2").returncode == 0
+    proc = topics(cli_broker.bootstrap, "alter", t, "--partitions", "4")
+    assert (proc.returncode, proc.stdout, proc.stderr) == (
+        0, f"altered topic {t}: partitions 2 -> 4; created partitions 2, 3\n", "")
+    producer = KafkaProducer(bootstrap_servers=cli_broker.bootstrap)
+    for p in (2, 3):
+        for _ in range(3):
+            producer.send(t, b"v", partition=p).get(timeout=WAIT_S)
+    producer.close()
+
+    proc = topics(cli_broker.bootstrap, "alter", t, "--partitions", "2")
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout == (f"altered topic {t}: partitions 4 -> 2; "
+                           "marked for deletion partitions 2, 3 (removed once drained)\n")
+    # Marked partitions hold records: they stay (readable) until drained.
+    head, parts = describe_lines(topics(cli_broker.bootstrap, "describe", t).stdout)
+    assert [p["Partition"] for p in parts] == ["0", "1", "2", "3"]
+
+    proc = topics(cli_broker.bootstrap, "delete-records", f"{t}:2:-1", f"{t}:3:1")
+    assert (proc.returncode, proc.stderr) == (0, "")
+    assert proc.stdout == f"{t}:2: low watermark 3\n{t}:3: low watermark 1\n"
+    proc = topics(cli_broker.bootstrap, "delete-records", f"{t}:3:3")
+    assert proc.stdout == f"{t}:3: low watermark 3\n"
+    # The controller's drain task removes both.
+    wait_until(lambda: len(admin.describe_topics([t])[0]["partitions"]) == 2, message="partitions 2, 3 removed")
+    proc = topics(cli_broker.bootstrap, "alter", t, "--partitions", "3")
+    assert (proc.returncode, proc.stdout) == (0, f"altered topic {t}: partitions 2 -> 3; created partitions 2\n")
+
+
+@pytest.mark.parametrize("count, message", [
+    (3, "Topic already has 3 partitions."),
+    (1, "initial_partition_count"),
+    (5, "marked for deletion"),
+], ids=["same-count", "below-initial", "grow-while-marked"])
+def test_alter_refused(cli_broker, admin, count, message):
+    t = _topic("cli-alter-refused")
+    assert topics(cli_broker.bootstrap, "create", t, "-p", "2").returncode == 0
+    assert topics(cli_broker.bootstrap, "alter", t, "-p", "4").returncode == 0
+    producer = KafkaProducer(bootstrap_servers=cli_broker.bootstrap)
+    producer.send(t, b"v", partition=3).get(timeout=WAIT_S)  # so partition 3 is not drained
+    producer.close()
+    assert topics(cli_broker.bootstrap, "alter", t, "-p", "3").returncode == 0
+    proc = topics(cli_broker.bootstrap, "alter", t, "-p", str(count))
+    assert proc.returncode != 0
+    assert proc.stdout == ""
+    assert proc.stderr.startswith(f"refka topics: {t}: INVALID_PARTITIONS ")
+    assert message in proc.stderr
+
+
+def test_delete_records_refused(cli_broker, admin):
+    t = _topic("cli-delrec")
+    assert topics(cli_broker.bootstrap, "create", t, "-p", "1").returncode == 0
+    proc = topics(cli_broker.bootstrap, "delete-records", f"{t}:0:5")
+    assert proc.returncode != 0
+    assert proc.stderr.strip() == f"refka topics: {t}:0: OFFSET_OUT_OF_RANGE"
+    proc = topics(cli_broker.bootstrap, "delete-records", f"{t}:7:0")
+    assert proc.stderr.strip() == f"refka topics: {t}:7: UNKNOWN_TOPIC_OR_PARTITION"
+    proc = topics(cli_broker.bootstrap, "delete-records", f"{t}-0")
+    assert proc.returncode == 2 and "TOPIC:PARTITION:OFFSET" in proc.stderr

@@ -5,11 +5,19 @@ Behavior:
   written to the topic znode and the controller runs KIP-253's expansion
   steps (leaderEpochAfterCreation in the new partition znodes, the old
   partitions' leader epochs bumped, undeleted_partition_count raised).
-- A count equal to the current one, or smaller, is INVALID_PARTITIONS
-  (partition deletion, KIP-253, is a later capability); unknown topic
-  UNKNOWN_TOPIC_OR_PARTITION; a manual assignment that does not fit
-  INVALID_REPLICA_ASSIGNMENT. The answer waits, up to timeout_ms, for the new
-  partitions to show up in this broker's metadata.
+- Lowers it (KIP-253 partition deletion) to a count no smaller than the
+  topic's initial_partition_count: undeleted_partition_count is written and the
+  controller marks the partitions from the new count up for deletion (they
+  stay readable; the controller removes each once it is empty).
+- INVALID_PARTITIONS, with a message that says why (controller/admin.py): the
+  same count ("Topic already has N partitions.", as Kafka), a count below
+  initial_partition_count, growing while partitions are marked for deletion,
+  a change while the controller is still applying the previous one, and with
+  enable.ordered.delivery=false any decrease (Kafka's rules). Unknown topic
+  UNKNOWN_TOPIC_OR_PARTITION; a manual assignment that does not fit (or any
+  with a decrease) INVALID_REPLICA_ASSIGNMENT. The answer waits, up to
+  timeout_ms, for this broker's metadata to show the new count with a leader
+  for every partition.
 - validate_only checks and changes nothing.
 
 Version notes:
@@ -35,7 +43,7 @@ RResult = Resp.CreatePartitionsTopicResult
 async def handle_create_partitions(ctx, req):
     broker = ctx.broker
     results = []
-    grown = []
+    changed = []
     named = Counter(t.name for t in req.topics)
     for t in req.topics:
         r = RResult(name=t.name, error_code=ErrorCode.NONE, error_message=None)
@@ -43,16 +51,8 @@ async def handle_create_partitions(ctx, req):
         if named[t.name] > 1:
             r.error_code, r.error_message = ErrorCode.INVALID_REQUEST, "Topic named more than once."
             continue
-        meta = broker.metadata.topic(t.name)
-        if meta is None:
+        if broker.metadata.topic(t.name) is None:
             r.error_code = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            continue
-        current = len(meta.partitions)
-        if t.count <= current:
-            r.error_code = ErrorCode.INVALID_PARTITIONS
-            r.error_message = (f"Topic currently has {current} partitions, {t.count} would not be an increase."
-                               if t.count == current else
-                               f"Topic currently has {current} partitions; decreasing is not supported.")
             continue
         assignment = [list(a.broker_ids) for a in t.assignments] if t.assignments else None
         try:
@@ -62,16 +62,27 @@ async def handle_create_partitions(ctx, req):
             r.error_code, r.error_message = e.error_code, str(e)
             continue
         if not req.validate_only:
-            grown.append((r, t.name, t.count))
-    if grown and req.timeout_ms > 0:
+            changed.append((r, t.name, t.count))
+    if changed and req.timeout_ms > 0:
         async def wait() -> None:
-            while not all(broker.topic_ready(n, count) for _r, n, count in grown):
+            while not all(_applied(broker, n, count) for _r, n, count in changed):
                 await broker.metadata_changed()
 
         try:
             await asyncio.wait_for(wait(), req.timeout_ms / 1000)
         except TimeoutError:
-            for r, n, count in grown:
-                if not broker.topic_ready(n, count):
+            for r, n, count in changed:
+                if not _applied(broker, n, count):
                     r.error_code = ErrorCode.REQUEST_TIMED_OUT
     return Resp(results=results)
+
+
+def _applied(broker, name: str, count: int) -> bool:
+    """This broker's metadata shows the topic with ``count`` partitions (its
+    undeleted_partition_count when the controller sent one) and a leader for each."""
+    t = broker.metadata.topic(name)
+    if t is None or not broker.topic_ready(name):
+        return False
+    if t.undeleted_partition_count >= 0:
+        return t.undeleted_partition_count == count
+    return len(t.partitions) >= count

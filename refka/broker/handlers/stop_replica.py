@@ -71,7 +71,9 @@ async def handle_stop_replica(ctx, req):
         broker.replicas.stop_replica(topic, index, delete)
         if topic == OFFSETS_TOPIC:
             broker.groups.on_resign(index)
-        if delete:
+        if delete and not any(t == topic for t, _i in broker.replicas.partitions):
+            # The topic's last partition here (a KIP-253 removal leaves the others hosted,
+            # and they keep the topic's overrides: min.insync.replicas, retention ...).
             broker.replicas.topic_configs.pop(topic, None)
         errors.append(RErr(topic_name=topic, partition_index=index, error_code=ErrorCode.NONE))
     return Resp(error_code=ErrorCode.NONE, partition_errors=errors)

@@ -24,7 +24,7 @@ TOPIC_CONFIGS = [
     ("cleanup.policy", "LIST", "log.cleanup.policy", "delete"),
     ("compression.type", "STRING", "compression.type", "producer"),
     ("delete.retention.ms", "LONG", "log.cleaner.delete.retention.ms", "86400000"),
-    ("enable.ordered.delivery", "BOOLEAN", "enable.ordered.delivery", "false"),
+    ("enable.ordered.delivery", "BOOLEAN", "enable.ordered.delivery", "true"),
     ("file.delete.delay.ms", "LONG", "log.segment.delete.delay.ms", "60000"),
     ("flush.messages", "LONG", "log.flush.interval.messages", LONG_MAX),
     ("flush.ms", "LONG", "log.flush.interval.ms", LONG_MAX),
