@@ -12,7 +12,9 @@ to the channel (channel.py does the delivery). The order is Kafka's:
 2. UpdateMetadata to every live broker, all with the same, next
    ``controller_metadata_epoch`` (KIP-232): the partitions named, or all of
    them to the brokers in ``update_metadata_full_to`` (to every broker with
-   ``update_metadata_all``). A deleted partition goes out with leader -2
+   ``update_metadata_all``). Each partition carries its partition znode's
+   KIP-253 maps (leaderEpochAfterCreation, leaderEpochBeforeDeletion), which
+   brokers know only from here. A deleted partition goes out with leader -2
    (LEADER_DURING_DELETE) and its topic without id or counts. Sent when
    anything is named, ``deleted`` is not empty, or ``update_metadata_brokers``
    (the live brokers changed: the broker list itself is the news).
@@ -141,6 +143,14 @@ class BatchSender:
             undeleted_partition_count=topic.undeleted_partition_count,
         )
 
+    @staticmethod
+    def _leader_epochs(partition_state_cls: Any, epochs: Mapping[int, int]) -> list[Any]:
+        """A partition znode's KIP-253 map (partition -> leader epoch) as UpdateMetadata carries it."""
+        if not epochs:  # most partitions: none created by an expansion, none marked
+            return []
+        entry = partition_state_cls.PartitionLeaderEpoch
+        return [entry(partition=p, leader_epoch=e) for p, e in sorted(epochs.items())]
+
     def leader_and_isr(self, broker_id: int, parts: Mapping[TopicPartition, bool], full: bool) -> Any:
         """``broker_id``'s LeaderAndIsr for ``parts`` (partition -> is_new)."""
         ctx = self.context
@@ -242,6 +252,8 @@ class BatchSender:
                     replicas=replicas,
                     offline_replicas=[r for r in replicas if r not in ctx.live],
                     partition_epoch=pz.partition_epoch if pz else -1,
+                    leader_epoch_after_creation=self._leader_epochs(PS, pz.leader_epoch_after_creation if pz else {}),
+                    leader_epoch_before_deletion=self._leader_epochs(PS, pz.leader_epoch_before_deletion if pz else {}),
                 )
             )
         topic_states = []

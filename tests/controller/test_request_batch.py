@@ -3,6 +3,8 @@ BatchSender hands the channel (test_controller's recording FakeChannel)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 from test_controller import FakeChannel, partition_states
 
@@ -139,6 +141,25 @@ async def test_one_update_metadata_broadcast_takes_one_metadata_epoch(
     sender.send(RequestBatch())  # nothing to say: no request, no metadata epoch drawn
     assert len(channel.sent) == 2
     assert sender.election.metadata_epoch == 1
+
+
+async def test_update_metadata_carries_each_partition_znode_kip253_maps_as_they_are_now(
+    sender: BatchSender, channel: FakeChannel
+) -> None:
+    ctx = sender.context
+    ctx.partition_znodes[("t", 1)] = PartitionZnode(
+        12, leader_epoch_after_creation={0: 3}, leader_epoch_before_deletion={0: 4})
+    batch = RequestBatch()
+    batch.update_metadata.update({("t", 0), ("t", 1)})
+    sender.send(batch)
+
+    def maps(ps: Any) -> tuple[dict[int, int], dict[int, int]]:
+        return ({e.partition: e.leader_epoch for e in ps.leader_epoch_after_creation},
+                {e.partition: e.leader_epoch for e in ps.leader_epoch_before_deletion})
+
+    states = partition_states(channel.of("UpdateMetadata", 2)[0])
+    assert maps(states[("t", 0)]) == ({}, {})
+    assert maps(states[("t", 1)]) == ({0: 3}, {0: 4})
 
 
 async def test_a_broker_change_alone_broadcasts_the_broker_list(
