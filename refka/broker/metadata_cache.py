@@ -1,8 +1,21 @@
-"""The broker's view of the cluster, fed only by the controller's UpdateMetadata.
+"""The broker's view of the cluster, fed by the controller: UpdateMetadata, and
+the KIP-253 partition counts of LeaderAndIsr.
 
 Metadata, the leader checks of Produce/Fetch (for partitions this broker does
-not host) and KIP-951's leader hints read from here. Lookups are dict reads;
+not host), KIP-951's leader hints, the KIP-253 checks of Produce and Fetch and
+PartitionLeaderEpochsForPartitions read from here. Lookups are dict reads;
 nothing here is computed per request.
+
+KIP-253 (seed 004, "Proposed Changes" 4)): a topic's undeleted_partition_count
+is the one the controller sent last, in LeaderAndIsr or UpdateMetadata (both
+come from the controller over one ordered channel per broker, so the last one
+received is its latest decision). LeaderAndIsr carries it with the leader
+epochs it bumps, so a leader refuses producers with the old count from the
+epoch on that the seed's guarantee starts at, not from the UpdateMetadata that
+follows. A partition is marked for deletion when its index is at or above that
+count (``TopicMeta.is_marked_for_deletion``); the partition znode's maps
+(leaderEpochAfterCreation, leaderEpochBeforeDeletion) come with UpdateMetadata
+only, as (partition, leader epoch) pairs ascending.
 """
 
 from __future__ import annotations
@@ -33,6 +46,10 @@ class PartitionMeta:
     isr: list[int]
     offline_replicas: list[int] = field(default_factory=list)
     partition_epoch: int = -1
+    # KIP-253: the partition znode's maps as (partition, leader epoch) pairs, ascending; ()
+    # for most partitions (an immutable empty costs nothing per partition).
+    leader_epoch_after_creation: tuple[tuple[int, int], ...] = ()
+    leader_epoch_before_deletion: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(slots=True)
@@ -44,6 +61,13 @@ class TopicMeta:
     undeleted_partition_count: int = -1
     topic_epoch: int = -1
     is_internal: bool = False
+
+    def is_marked_for_deletion(self, partition: int) -> bool:
+        """KIP-253: a partition of this topic at or above undeleted_partition_count (-1: not
+        known, nothing marked). After a shrink to N exactly partitions N.. are marked, the
+        ones whose leaderEpochBeforeDeletion is not empty; the count reaches a leader first
+        (module docstring), the maps one UpdateMetadata later."""
+        return 0 <= self.undeleted_partition_count <= partition and partition in self.partitions
 
 
 class MetadataCache:
@@ -75,6 +99,15 @@ class MetadataCache:
         self.topics[t.name] = t
         if t.topic_id != ZERO_UUID:
             self.topics_by_id[t.topic_id] = t
+
+    def set_partition_counts(self, name: str, topic_id: bytes, initial: int, undeleted: int) -> None:
+        """LeaderAndIsr's KIP-253 counts for a topic this cache knows (by that topic id, when
+        the request has one); a topic it does not know yet gets them with its UpdateMetadata."""
+        t = self.topics.get(name)
+        if t is None or (topic_id != ZERO_UUID and t.topic_id != ZERO_UUID and topic_id != t.topic_id):
+            return
+        t.initial_partition_count = initial
+        t.undeleted_partition_count = undeleted
 
     def remove_topic(self, name: str) -> None:
         t = self.topics.pop(name, None)

@@ -21,7 +21,9 @@ Behavior:
   and the leader's node endpoint (KIP-951) unless
   leader.discovery.hints.enable=false.
 - refka KIP-253: a topic whose undeleted_partition_count (tagged, v12+)
-  differs from the broker's gets INVALID_PARTITION_METADATA.
+  differs from the broker's (the one Produce compares, metadata_cache.py)
+  gets INVALID_PARTITION_METADATA. A partition marked for deletion is served
+  like any other: consumers drain it.
 - A follower's fetch (replica_id >= 0, v15+ replica_state, KIP-903) reads up
   to the log end offset, not the high watermark; its fetch_offset is that
   follower's log end offset: the leader records it (broker/replication/isr.py),

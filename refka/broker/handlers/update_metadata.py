@@ -16,7 +16,10 @@ Behavior:
   LeaderDuringDelete) is removed, and a topic left with none is gone.
 - refka KIP-232/253 tagged fields: controller_metadata_epoch and
   max_partition_epoch (top level), topic_epoch and partition counts (topic),
-  partition_epoch (partition) go to the cache and out in Metadata v9+.
+  partition_epoch (partition) go to the cache and out in Metadata v9+; the
+  partition znode's leaderEpochAfterCreation and leaderEpochBeforeDeletion
+  (partition, v6+) go to the cache for PartitionLeaderEpochsForPartitions. A
+  partition state replaces the partition's maps (absent tags: empty maps).
 - Every update wakes admin requests waiting for metadata (CreateTopics ...).
 
 Version notes:
@@ -48,6 +51,13 @@ def _topic_states(req, v):
             grouped.setdefault(ps.topic_name, []).append(ps)
         for name, parts in grouped.items():
             yield name, ZERO_UUID, parts, None
+
+
+def _pairs(entries) -> tuple[tuple[int, int], ...]:
+    """A KIP-253 map as the cache keeps it: (partition, leader epoch) pairs, ascending."""
+    if not entries:
+        return ()
+    return tuple(sorted((e.partition, e.leader_epoch) for e in entries))
 
 
 @handles(UpdateMetadata.key, 0, 8, inter_broker=True)
@@ -99,6 +109,8 @@ async def handle_update_metadata(ctx, req):
                 replicas=list(ps.replicas), isr=list(ps.isr),
                 offline_replicas=list(ps.offline_replicas) if v >= 4 else [],
                 partition_epoch=ps.partition_epoch,
+                leader_epoch_after_creation=_pairs(ps.leader_epoch_after_creation) if v >= 6 else (),
+                leader_epoch_before_deletion=_pairs(ps.leader_epoch_before_deletion) if v >= 6 else (),
             )
         if t.partitions:
             cache.put_topic(t)
