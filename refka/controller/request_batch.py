@@ -44,7 +44,7 @@ from refka.protocol.messages.update_metadata import SECURITY_PROTOCOLS, UpdateMe
 from .channel import Channel
 from .context import ControllerContext
 from .election import ControllerElection
-from .znodes import LEADER_DURING_DELETE, PartitionStateZnode, TopicAssignment
+from .znodes import LEADER_DURING_DELETE, PartitionStateZnode, PartitionZnode, TopicAssignment
 
 
 @dataclass
@@ -144,12 +144,19 @@ class BatchSender:
         )
 
     @staticmethod
-    def _leader_epochs(partition_state_cls: Any, epochs: Mapping[int, int]) -> list[Any]:
-        """A partition znode's KIP-253 map (partition -> leader epoch) as UpdateMetadata carries it."""
-        if not epochs:  # most partitions: none created by an expansion, none marked
-            return []
-        entry = partition_state_cls.PartitionLeaderEpoch
-        return [entry(partition=p, leader_epoch=e) for p, e in sorted(epochs.items())]
+    def _leader_epoch_maps(partition_state_cls: Any, pz: PartitionZnode | None) -> Any:
+        """A partition znode's KIP-253 maps as UpdateMetadata carries them; None (nothing on
+        the wire) for nearly every partition: none created by an expansion, none marked."""
+        if pz is None or not (pz.leader_epoch_after_creation or pz.leader_epoch_before_deletion):
+            return None
+        maps = partition_state_cls.LeaderEpochMaps
+        entry = maps.PartitionLeaderEpoch
+
+        def entries(epochs: Mapping[int, int]) -> list[Any]:
+            return [entry(partition=p, leader_epoch=e) for p, e in sorted(epochs.items())]
+
+        return maps(leader_epoch_after_creation=entries(pz.leader_epoch_after_creation),
+                    leader_epoch_before_deletion=entries(pz.leader_epoch_before_deletion))
 
     def leader_and_isr(self, broker_id: int, parts: Mapping[TopicPartition, bool], full: bool) -> Any:
         """``broker_id``'s LeaderAndIsr for ``parts`` (partition -> is_new)."""
@@ -252,8 +259,7 @@ class BatchSender:
                     replicas=replicas,
                     offline_replicas=[r for r in replicas if r not in ctx.live],
                     partition_epoch=pz.partition_epoch if pz else -1,
-                    leader_epoch_after_creation=self._leader_epochs(PS, pz.leader_epoch_after_creation if pz else {}),
-                    leader_epoch_before_deletion=self._leader_epochs(PS, pz.leader_epoch_before_deletion if pz else {}),
+                    leader_epoch_maps=self._leader_epoch_maps(PS, pz),
                 )
             )
         topic_states = []

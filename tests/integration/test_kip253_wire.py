@@ -228,17 +228,19 @@ def marked(cluster: InProcessCluster, topic: str) -> str:
     U = UpdateMetadata.Request
     TS = U.UpdateMetadataTopicState
     PS = TS.UpdateMetadataPartitionState
-    E = PS.PartitionLeaderEpoch
+    M = PS.LeaderEpochMaps
+    E = M.PartitionLeaderEpoch
 
     def build() -> Any:
         meta = broker.metadata.topic(TOPIC)
         states = [PS(partition_index=p.partition, controller_epoch=epoch, leader=p.leader,
                      leader_epoch=p.leader_epoch, isr=p.isr, zk_version=0, replicas=p.replicas,
                      offline_replicas=p.offline_replicas, partition_epoch=p.partition_epoch,
-                     leader_epoch_after_creation=[E(partition=k, leader_epoch=v)
-                                                  for k, v in p.leader_epoch_after_creation],
-                     leader_epoch_before_deletion=[E(partition=0, leader_epoch=2), E(partition=1, leader_epoch=2)]
-                     if p.partition >= 2 else [])
+                     leader_epoch_maps=M(
+                         leader_epoch_after_creation=[E(partition=k, leader_epoch=v)
+                                                      for k, v in p.leader_epoch_after_creation],
+                         leader_epoch_before_deletion=[E(partition=0, leader_epoch=2), E(partition=1, leader_epoch=2)])
+                     if p.partition >= 2 else None)
                   for p in sorted(meta.partitions.values(), key=lambda p: p.partition)]
         brokers = [U.UpdateMetadataBroker(id=b.node_id, rack=b.rack, endpoints=[
             U.UpdateMetadataBroker.UpdateMetadataEndpoint(port=port_, host=host, listener=listener,
@@ -386,7 +388,8 @@ async def test_members_share_positions_through_the_coordinator_byte_for_byte(clu
         27, *cgp_answer(error=ILLEGAL_GENERATION))
     assert call_bytes(cluster, 0, request_frame(10254, 28, *cgp_request(group, gen, "nobody", (0, True, -1)))) == (
         response_frame(28, *cgp_answer(error=UNKNOWN_MEMBER_ID)))
-    assert call_bytes(cluster, 0, request_frame(10254, 29, *cgp_request("no-such-group", gen, a))) == (
+    unknown_group = group_on(cluster, 0)  # coordinated here, never joined
+    assert call_bytes(cluster, 0, request_frame(10254, 29, *cgp_request(unknown_group, gen, a))) == (
         response_frame(29, *cgp_answer(error=UNKNOWN_MEMBER_ID)))
 
 

@@ -55,8 +55,6 @@ def _topic_states(req, v):
 
 def _pairs(entries) -> tuple[tuple[int, int], ...]:
     """A KIP-253 map as the cache keeps it: (partition, leader epoch) pairs, ascending."""
-    if not entries:
-        return ()
     return tuple(sorted((e.partition, e.leader_epoch) for e in entries))
 
 
@@ -104,14 +102,16 @@ async def handle_update_metadata(ctx, req):
             if ps.leader == LEADER_DURING_DELETE:
                 t.partitions.pop(ps.partition_index, None)
                 continue
-            t.partitions[ps.partition_index] = PartitionMeta(
+            pm = t.partitions[ps.partition_index] = PartitionMeta(
                 partition=ps.partition_index, leader=ps.leader, leader_epoch=ps.leader_epoch,
                 replicas=list(ps.replicas), isr=list(ps.isr),
                 offline_replicas=list(ps.offline_replicas) if v >= 4 else [],
                 partition_epoch=ps.partition_epoch,
-                leader_epoch_after_creation=_pairs(ps.leader_epoch_after_creation) if v >= 6 else (),
-                leader_epoch_before_deletion=_pairs(ps.leader_epoch_before_deletion) if v >= 6 else (),
             )
+            maps = ps.leader_epoch_maps  # None for nearly every partition, and before v6
+            if maps is not None:
+                pm.leader_epoch_after_creation = _pairs(maps.leader_epoch_after_creation)
+                pm.leader_epoch_before_deletion = _pairs(maps.leader_epoch_before_deletion)
         if t.partitions:
             cache.put_topic(t)
         else:

@@ -12,7 +12,7 @@ controller_metadata_epoch (KIP-232; the controller_epoch is already there) and
 max_partition_epoch (KIP-253); per topic topic_epoch (KIP-232) and the KIP-253
 partition counts; per partition partition_epoch (KIP-232) and the partition
 znode's leaderEpochAfterCreation and leaderEpochBeforeDeletion maps (KIP-253,
-one tag each, absent when empty). Together they are what a broker needs to
+one tagged struct, absent when both are empty). Together they are what a broker needs to
 answer MetadataResponse's refka fields and PartitionLeaderEpochsForPartitions.
 Top level also the controller_token that identifies the controller (only
 brokers may send this API).
@@ -22,8 +22,7 @@ from ..api import Api
 from ..extensions import (
     TAG_CONTROLLER_TOKEN,
     TAG_EPOCHS,
-    TAG_LEADER_EPOCH_AFTER_CREATION,
-    TAG_LEADER_EPOCH_BEFORE_DELETION,
+    TAG_LEADER_EPOCH_MAPS,
     TAG_MAX_PARTITION_EPOCH,
     TAG_PARTITION_COUNTS,
 )
@@ -35,8 +34,7 @@ SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL":
 
 def _partition_state():  # type: ignore[no-untyped-def]
     # Kafka's common struct; declared per use so each parent class nests its own.
-    # One entry of a KIP-253 map (the znode's JSON object partition -> leader epoch), shared
-    # by both maps so they are one class.
+    # One entry of a KIP-253 map (the znode's JSON object partition -> leader epoch).
     leader_epoch = struct(
         "PartitionLeaderEpoch",
         field("partition", INT32, about="A partition of the same topic (the map's key)."),
@@ -72,21 +70,28 @@ def _partition_state():  # type: ignore[no-untyped-def]
             about="refka KIP-232: bumped when the partition is re-created.",
         ),
         field(
-            "leader_epoch_after_creation",
-            array(leader_epoch),
+            "leader_epoch_maps",
+            struct(
+                "LeaderEpochMaps",
+                field(
+                    "leader_epoch_after_creation",
+                    array(leader_epoch),
+                    about="refka KIP-253: the partition znode's leaderEpochAfterCreation, by "
+                    "partition: each older partition's leader epoch before the expansion that "
+                    "created this one.",
+                ),
+                field(
+                    "leader_epoch_before_deletion",
+                    array(leader_epoch),
+                    about="refka KIP-253: the partition znode's leaderEpochBeforeDeletion, by "
+                    "partition: each undeleted partition's leader epoch when this one was marked "
+                    "for deletion (not empty: marked).",
+                ),
+            ),
             "6+",
-            tag=TAG_LEADER_EPOCH_AFTER_CREATION,
-            about="refka KIP-253: the partition znode's leaderEpochAfterCreation, by partition: "
-            "each older partition's leader epoch before the expansion that created this one.",
-        ),
-        field(
-            "leader_epoch_before_deletion",
-            array(leader_epoch),
-            "6+",
-            tag=TAG_LEADER_EPOCH_BEFORE_DELETION,
-            about="refka KIP-253: the partition znode's leaderEpochBeforeDeletion, by partition: "
-            "each undeleted partition's leader epoch when this one was marked for deletion "
-            "(not empty: marked).",
+            tag=TAG_LEADER_EPOCH_MAPS,
+            default=None,
+            about="refka KIP-253: the partition znode's two maps; null when both are empty.",
         ),
     )
 
