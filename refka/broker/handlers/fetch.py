@@ -111,8 +111,8 @@ def _read_partition(broker, sp: SessionPartition, undeleted: int, budget: int, m
             r.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
         return r
     if undeleted >= 0:
-        tmeta = broker.metadata.topic(sp.topic)
-        if tmeta is not None and tmeta.undeleted_partition_count >= 0 and tmeta.undeleted_partition_count != undeleted:
+        known = broker.metadata.undeleted_partition_count(sp.topic)
+        if known >= 0 and known != undeleted:
             r.error = ErrorCode.INVALID_PARTITION_METADATA
             return r
     err = part.check_leader_epoch(sp.current_leader_epoch)

@@ -18,10 +18,10 @@ Behavior:
   from /config/topics/<t>) and becomes leader or follower at that epoch. A
   topic ID different from the local one means the topic was re-created: the
   old log is deleted first.
-- refka KIP-253 (seed step 4): the topic's partition counts (tagged, v4+)
-  go to the metadata cache before any partition changes (when it knows the
-  topic), so Produce compares a producer's undeleted_partition_count with
-  the one that came with the leader epoch (metadata_cache.py).
+- refka KIP-253 (seed step 4): the topic's undeleted_partition_count
+  (tagged, v4+) is the one Produce and Fetch check from then on, set in the
+  metadata cache before any partition changes, so a producer's count is
+  compared with the one that came with the leader epoch (metadata_cache.py).
 - A __consumer_offsets partition this broker now leads has its groups loaded
   by the group coordinator; one it no longer leads has them dropped.
 - Replication (broker/replication/): a follower partition is handed to the
@@ -101,9 +101,8 @@ async def handle_leader_and_isr(ctx, req):
         # Before any leader epoch moves: from the bumped epoch on, the old count is refused.
         for t in req.topic_states:
             if t.partition_counts is not None:
-                broker.metadata.set_partition_counts(
-                    t.topic_name, t.topic_id if v >= 5 else ZERO_UUID,
-                    t.partition_counts.initial_partition_count, t.partition_counts.undeleted_partition_count)
+                broker.metadata.set_undeleted_partition_count(
+                    t.topic_name, t.topic_id if v >= 5 else ZERO_UUID, t.partition_counts.undeleted_partition_count)
     for topic, topic_id, ps in _states(req, v):
         err = ErrorCode.NONE
         existing = broker.replicas.get(topic, ps.partition_index)

@@ -111,23 +111,19 @@ def handle_produce(ctx, req):
         parts_out = []
         tmeta = cache.topic(name)
         min_isr = replicas.min_insync_replicas(name) if acks == -1 else 0
-        stale_count = (
-            t.undeleted_partition_count >= 0
-            and tmeta is not None
-            and tmeta.undeleted_partition_count >= 0
-            and t.undeleted_partition_count != tmeta.undeleted_partition_count
-        )
+        undeleted = cache.undeleted_partition_count(name)
+        stale_count = t.undeleted_partition_count >= 0 and undeleted >= 0 and t.undeleted_partition_count != undeleted
         for pd in t.partition_data:
             idx = pd.index
             if stale_count:
                 parts_out.append(_error(idx, ErrorCode.INVALID_PARTITION_METADATA, (
                     f"undeleted_partition_count {t.undeleted_partition_count} of {name} is not the "
-                    f"broker's {tmeta.undeleted_partition_count}")))
+                    f"broker's {undeleted}")))
                 continue
-            if tmeta is not None and tmeta.is_marked_for_deletion(idx):
+            if cache.is_marked_for_deletion(name, idx):
                 parts_out.append(_error(idx, ErrorCode.INVALID_PARTITION_METADATA, (
                     f"partition {idx} of {name} is marked for deletion (undeleted_partition_count "
-                    f"{tmeta.undeleted_partition_count}): it takes no new records")))
+                    f"{undeleted}): it takes no new records")))
                 continue
             part = replicas.get(name, idx)
             if part is None or not part.is_leader:

@@ -96,6 +96,7 @@ async def handle_update_metadata(ctx, req):
             if tstate.partition_counts is not None:
                 t.initial_partition_count = tstate.partition_counts.initial_partition_count
                 t.undeleted_partition_count = tstate.partition_counts.undeleted_partition_count
+                cache.set_undeleted_partition_count(name, t.topic_id, t.undeleted_partition_count)
             if tstate.topic_epoch >= 0:
                 t.topic_epoch = tstate.topic_epoch
         for ps in parts:

@@ -1,6 +1,6 @@
 """LeaderAndIsr (handlers/leader_and_isr.py) and KIP-253's seed step 4: the topic's
-undeleted_partition_count it carries is the broker's from then on (the metadata cache),
-for a topic the cache knows, before UpdateMetadata says it too."""
+undeleted_partition_count it carries is the one Produce and Fetch check from then on,
+before UpdateMetadata says it too (Metadata answers UpdateMetadata's)."""
 
 from __future__ import annotations
 
@@ -22,9 +22,11 @@ async def admitted(*_args: Any) -> ErrorCode:
 
 
 async def counts_after(version: int, topic_id: bytes = TOPIC_ID) -> tuple[int, int]:
+    """(the count checked, the count Metadata answers) after a LeaderAndIsr saying 6."""
     cache = MetadataCache()
     cache.put_topic(TopicMeta("t", TOPIC_ID, {p: PartitionMeta(p, 1, 0, [1], [1]) for p in range(8)},
                               initial_partition_count=2, undeleted_partition_count=8))
+    cache.set_undeleted_partition_count("t", TOPIC_ID, 8)
     broker = SimpleNamespace(metadata=cache, inter_broker=SimpleNamespace(admit_control_request=admitted),
                              controller_side=None, replicas=SimpleNamespace(fetchers=SimpleNamespace(
                                  leader_endpoints={})))
@@ -34,13 +36,13 @@ async def counts_after(version: int, topic_id: bytes = TOPIC_ID) -> tuple[int, i
     resp = await handle_leader_and_isr(SimpleNamespace(broker=broker, api_version=version), req)
     assert resp.error_code == ErrorCode.NONE
     t = cache.topic("t")
-    return t.initial_partition_count, t.undeleted_partition_count
+    return cache.undeleted_partition_count("t"), t.undeleted_partition_count
 
 
-async def test_the_counts_of_a_leader_and_isr_are_the_brokers_at_once() -> None:
-    assert await counts_after(7) == (2, 6)
-    assert await counts_after(4) == (2, 6)  # no topic ids before v5
+async def test_the_count_of_a_leader_and_isr_is_checked_at_once() -> None:
+    assert await counts_after(7) == (6, 8)
+    assert await counts_after(4) == (6, 8)  # no topic ids before v5
 
 
 async def test_counts_for_another_incarnation_of_the_topic_are_not_taken() -> None:
-    assert await counts_after(7, bytes(range(1, 17))) == (2, 8)
+    assert await counts_after(7, bytes(range(1, 17))) == (8, 8)
