@@ -1,8 +1,25 @@
-"""The broker's view of the cluster, fed only by the controller's UpdateMetadata.
+"""The broker's view of the cluster, fed by the controller: UpdateMetadata, and
+the KIP-253 undeleted_partition_count of LeaderAndIsr.
 
 Metadata, the leader checks of Produce/Fetch (for partitions this broker does
-not host) and KIP-951's leader hints read from here. Lookups are dict reads;
+not host), KIP-951's leader hints, the KIP-253 checks of Produce and Fetch and
+PartitionLeaderEpochsForPartitions read from here. Lookups are dict reads;
 nothing here is computed per request.
+
+KIP-253 (seed 004): Produce and Fetch check a topic's undeleted_partition_count
+against the one the controller sent last, with LeaderAndIsr or UpdateMetadata
+(``undeleted_partition_count``; "Proposed Changes" 4): both come from the
+controller over one ordered channel per broker, so the last one received is
+its latest decision, and LeaderAndIsr carries it with the leader epochs it
+bumps, so a leader refuses producers with the old count from the epoch on
+that the seed's guarantee starts at. Metadata answers the counts of
+UpdateMetadata (``TopicMeta``, the seed's protocol sections 6 and 7), which
+come with the partitions they count: during an expansion the new count is
+checked a moment before Metadata lists the new partitions (producers retry
+meanwhile, as the seed intends). A partition is marked for deletion when its
+index is at or above the checked count (``is_marked_for_deletion``). The
+partition znode's maps (leaderEpochAfterCreation, leaderEpochBeforeDeletion)
+come with UpdateMetadata only, as (partition, leader epoch) pairs ascending.
 """
 
 from __future__ import annotations
@@ -33,6 +50,10 @@ class PartitionMeta:
     isr: list[int]
     offline_replicas: list[int] = field(default_factory=list)
     partition_epoch: int = -1
+    # KIP-253: the partition znode's maps as (partition, leader epoch) pairs, ascending; ()
+    # for most partitions (an immutable empty costs nothing per partition).
+    leader_epoch_after_creation: tuple[tuple[int, int], ...] = ()
+    leader_epoch_before_deletion: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(slots=True)
@@ -57,6 +78,8 @@ class MetadataCache:
         self.controller_metadata_epoch = -1
         self.max_partition_epoch = -1
         self.version = 0  # bumped on every update: lets waiters see a change
+        # KIP-253: topic -> the undeleted_partition_count Produce and Fetch check (module docstring).
+        self.undeleted_partition_counts: dict[str, int] = {}
 
     def topic(self, name: str) -> TopicMeta | None:
         return self.topics.get(name)
@@ -76,7 +99,31 @@ class MetadataCache:
         if t.topic_id != ZERO_UUID:
             self.topics_by_id[t.topic_id] = t
 
+    def undeleted_partition_count(self, topic: str) -> int:
+        """The count Produce and Fetch check a client's against; -1: not known, not checked."""
+        return self.undeleted_partition_counts.get(topic, -1)
+
+    def set_undeleted_partition_count(self, topic: str, topic_id: bytes, count: int) -> None:
+        """LeaderAndIsr's or UpdateMetadata's count; not for another incarnation of a topic
+        this cache knows (by topic id, when the request has one)."""
+        t = self.topics.get(topic)
+        if t is not None and topic_id != ZERO_UUID and t.topic_id != ZERO_UUID and topic_id != t.topic_id:
+            return
+        self.undeleted_partition_counts[topic] = count
+
+    def is_marked_for_deletion(self, topic: str, partition: int) -> bool:
+        """KIP-253: a partition of the topic at or above the checked undeleted_partition_count.
+        After a shrink to N exactly partitions N.. are marked, the ones whose
+        leaderEpochBeforeDeletion is not empty; the count reaches a leader first (module
+        docstring), the maps with the UpdateMetadata after it."""
+        count = self.undeleted_partition_counts.get(topic, -1)
+        if count < 0 or partition < count:
+            return False
+        t = self.topics.get(topic)
+        return t is not None and partition in t.partitions
+
     def remove_topic(self, name: str) -> None:
+        self.undeleted_partition_counts.pop(name, None)
         t = self.topics.pop(name, None)
         if t is not None:
             self.topics_by_id.pop(t.topic_id, None)

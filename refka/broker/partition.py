@@ -57,7 +57,6 @@ class Partition:
         "broker_id",
         "high_watermark",
         "_waiters",
-        "undeleted_partition_count",
         "followers",
         "leader_epoch_start_offset",
         "hosted",
@@ -75,7 +74,6 @@ class Partition:
         hw = plog.log_start_offset if high_watermark is None else high_watermark
         self.high_watermark = min(max(hw, plog.log_start_offset), plog.log_end_offset)
         self._waiters: list[asyncio.Future[None]] = []
-        self.undeleted_partition_count = -1
         self.followers: dict[int, FollowerState] = {}  # as leader: what each follower's fetches said
         self.leader_epoch_start_offset = -1
         self.hosted = True  # False once StopReplica (or a re-created topic) took it off this broker

@@ -12,7 +12,9 @@ to the channel (channel.py does the delivery). The order is Kafka's:
 2. UpdateMetadata to every live broker, all with the same, next
    ``controller_metadata_epoch`` (KIP-232): the partitions named, or all of
    them to the brokers in ``update_metadata_full_to`` (to every broker with
-   ``update_metadata_all``). A deleted partition goes out with leader -2
+   ``update_metadata_all``). Each partition carries its partition znode's
+   KIP-253 maps (leaderEpochAfterCreation, leaderEpochBeforeDeletion), which
+   brokers know only from here. A deleted partition goes out with leader -2
    (LEADER_DURING_DELETE) and its topic without id or counts. Sent when
    anything is named, ``deleted`` is not empty, or ``update_metadata_brokers``
    (the live brokers changed: the broker list itself is the news).
@@ -42,7 +44,7 @@ from refka.protocol.messages.update_metadata import SECURITY_PROTOCOLS, UpdateMe
 from .channel import Channel
 from .context import ControllerContext
 from .election import ControllerElection
-from .znodes import LEADER_DURING_DELETE, PartitionStateZnode, TopicAssignment
+from .znodes import LEADER_DURING_DELETE, PartitionStateZnode, PartitionZnode, TopicAssignment
 
 
 @dataclass
@@ -140,6 +142,21 @@ class BatchSender:
             initial_partition_count=topic.initial_partition_count,
             undeleted_partition_count=topic.undeleted_partition_count,
         )
+
+    @staticmethod
+    def _leader_epoch_maps(partition_state_cls: Any, pz: PartitionZnode | None) -> Any:
+        """A partition znode's KIP-253 maps as UpdateMetadata carries them; None (nothing on
+        the wire) for nearly every partition: none created by an expansion, none marked."""
+        if pz is None or not (pz.leader_epoch_after_creation or pz.leader_epoch_before_deletion):
+            return None
+        maps = partition_state_cls.LeaderEpochMaps
+        entry = maps.PartitionLeaderEpoch
+
+        def entries(epochs: Mapping[int, int]) -> list[Any]:
+            return [entry(partition=p, leader_epoch=e) for p, e in sorted(epochs.items())]
+
+        return maps(leader_epoch_after_creation=entries(pz.leader_epoch_after_creation),
+                    leader_epoch_before_deletion=entries(pz.leader_epoch_before_deletion))
 
     def leader_and_isr(self, broker_id: int, parts: Mapping[TopicPartition, bool], full: bool) -> Any:
         """``broker_id``'s LeaderAndIsr for ``parts`` (partition -> is_new)."""
@@ -242,6 +259,7 @@ class BatchSender:
                     replicas=replicas,
                     offline_replicas=[r for r in replicas if r not in ctx.live],
                     partition_epoch=pz.partition_epoch if pz else -1,
+                    leader_epoch_maps=self._leader_epoch_maps(PS, pz),
                 )
             )
         topic_states = []

@@ -213,7 +213,7 @@ for _code, _r, _m in [
     (E.MEMBER_ID_REQUIRED, False, "The group member needs to have a valid member id before actually entering a consumer group."),
     (E.REBALANCE_IN_PROGRESS, False, "The group is rebalancing, so a rejoin is needed."),
     (E.INVALID_INTERNAL_METADATA, False, "refka (KIP-232): the committed offset's epochs are older than the broker's metadata."),
-    (E.INVALID_PARTITION_METADATA, True, "refka (KIP-253): the request's undeleted_partition_count differs from the broker's; refresh metadata."),
+    (E.INVALID_PARTITION_METADATA, True, "refka (KIP-253): the request's undeleted_partition_count differs from the broker's, or the partition is marked for deletion; refresh metadata."),
 ]:
     _describe(_code, _r, _m)
 del _code, _r, _m

@@ -28,6 +28,11 @@ TAG_OFFSET_TOPIC_EPOCH = 10233
 TAG_PARTITION_COUNTS = 10253
 # MetadataResponse top level: max_partition_epoch; KIP-253.
 TAG_MAX_PARTITION_EPOCH = 10254
+# UpdateMetadataRequest partition state: the partition znode's leaderEpochAfterCreation and
+# leaderEpochBeforeDeletion maps (partition -> leader epoch), one struct, absent when both
+# are empty (nearly every partition: it costs neither bytes nor a decoded list); what
+# PartitionLeaderEpochsForPartitions answers from; KIP-253.
+TAG_LEADER_EPOCH_MAPS = 10255
 # LeaderAndIsr / StopReplica / UpdateMetadata / ControlledShutdown requests, top level:
 # controller_token, the random number the controller wrote into /controller with its
 # election. Only the metadata store and the brokers that read it know it, so it is how a

@@ -141,6 +141,23 @@ async def test_one_update_metadata_broadcast_takes_one_metadata_epoch(
     assert sender.election.metadata_epoch == 1
 
 
+async def test_update_metadata_carries_each_partition_znode_kip253_maps_as_they_are_now(
+    sender: BatchSender, channel: FakeChannel
+) -> None:
+    ctx = sender.context
+    ctx.partition_znodes[("t", 1)] = PartitionZnode(
+        12, leader_epoch_after_creation={0: 3}, leader_epoch_before_deletion={0: 4})
+    batch = RequestBatch()
+    batch.update_metadata.update({("t", 0), ("t", 1)})
+    sender.send(batch)
+
+    states = partition_states(channel.of("UpdateMetadata", 2)[0])
+    assert states[("t", 0)].leader_epoch_maps is None  # both empty: nothing on the wire
+    maps = states[("t", 1)].leader_epoch_maps
+    assert [(e.partition, e.leader_epoch) for e in maps.leader_epoch_after_creation] == [(0, 3)]
+    assert [(e.partition, e.leader_epoch) for e in maps.leader_epoch_before_deletion] == [(0, 4)]
+
+
 async def test_a_broker_change_alone_broadcasts_the_broker_list(
     sender: BatchSender, channel: FakeChannel
 ) -> None:

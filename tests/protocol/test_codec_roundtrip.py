@@ -206,6 +206,50 @@ def test_produce_request_carries_undeleted_partition_count_as_tag_10253() -> Non
     assert produce.decode_request(expected, 9) == (request, len(expected))
 
 
+def test_update_metadata_partition_state_carries_the_kip253_maps_as_tag_10255() -> None:
+    update_metadata = APIS[6]
+    Req = update_metadata.Request
+    TS = Req.UpdateMetadataTopicState
+    PS = TS.UpdateMetadataPartitionState
+    M = PS.LeaderEpochMaps
+    E = M.PartitionLeaderEpoch
+    request = Req(controller_id=1, controller_epoch=7, broker_epoch=-1, live_brokers=[], topic_states=[
+        TS(topic_name="t", partition_states=[PS(
+            partition_index=2, controller_epoch=7, leader=1, leader_epoch=3, isr=[1], zk_version=0,
+            replicas=[1], offline_replicas=[], leader_epoch_maps=M(
+                leader_epoch_after_creation=[E(partition=0, leader_epoch=4), E(partition=1, leader_epoch=2)],
+                leader_epoch_before_deletion=[E(partition=0, leader_epoch=5)]),
+        )])])
+    expected = _wire(
+        "00000001 00000007 ffffffffffffffff  # controller_id 1, controller_epoch 7, broker_epoch -1",
+        "02 02 74    # topic_states: 1, topic_name 't'",
+        "02          #   partition_states: 1",
+        "00000002 00000007 00000001 00000003  # partition 2, controller_epoch 7, leader 1, leader_epoch 3",
+        "02 00000001 00000000 02 00000001 01  # isr [1], zk_version 0, replicas [1], offline_replicas []",
+        "01          #   one tagged field",
+        "8f50 1e     #   tag 10255 (varint 8f 50): leader_epoch_maps, 30 bytes",
+        "03 00000000 00000004 00 00000001 00000002 00  # after creation {0: 4, 1: 2}, entries without tags",
+        "02 00000000 00000005 00  # before deletion {0: 5}",
+        "00          #   the maps: no tagged fields",
+        "00          #   topic: no tagged fields",
+        "01          # live_brokers: none",
+        "00          # no tagged fields",
+    )
+    assert join(update_metadata.encode_request(request, 6)) == expected
+    assert update_metadata.decode_request(expected, 6) == (request, len(expected))
+
+
+def test_update_metadata_partition_state_without_kip253_maps_sends_no_tags() -> None:
+    """No maps (every partition not created by an expansion nor marked) cost nothing on the wire."""
+    PS = APIS[6].Request.UpdateMetadataTopicState.UpdateMetadataPartitionState
+    wire = join(APIS[6].encode_request(APIS[6].Request(
+        controller_id=1, controller_epoch=7, broker_epoch=-1, live_brokers=[],
+        topic_states=[APIS[6].Request.UpdateMetadataTopicState(topic_name="t", partition_states=[PS(
+            partition_index=0, controller_epoch=7, leader=1, leader_epoch=0, isr=[1], zk_version=0,
+            replicas=[1], offline_replicas=[])])]), 6))
+    assert wire.endswith(_wire("02 00000001 00000000 02 00000001 01", "00 00 01 00"))
+
+
 def test_unknown_tagged_fields_are_skipped() -> None:
     produce = APIS[0]
     wire = _wire(

@@ -2,7 +2,8 @@
 groups live, offsets and admin requests), the group membership protocol
 (membership.py: JoinGroup, SyncGroup, Heartbeat, LeaveGroup), the model of a group
 (metadata.py), committed offsets (offsets.py) and their home, the internal
-``__consumer_offsets`` topic, in Kafka's record formats (storage.py)."""
+``__consumer_offsets`` topic, in Kafka's record formats (storage.py), and
+refka's KIP-253 positions shared within a group (positions.py)."""
 
 from .coordinator import GroupCoordinator, GroupSettings
 from .metadata import GroupState, IllegalGroupTransition

@@ -2,14 +2,17 @@
 
 Every group request comes here (JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
 OffsetCommit, OffsetFetch, OffsetDelete, DescribeGroups, ListGroups,
-DeleteGroups; the handlers only translate). The coordinator finds the group,
+DeleteGroups, refka's KIP-253 ConsumerGroupPosition; the handlers only
+translate). The coordinator finds the group,
 answering INVALID_GROUP_ID, NOT_COORDINATOR or COORDINATOR_LOAD_IN_PROGRESS
 before any rule of the group applies; hands JoinGroup, SyncGroup, Heartbeat
 and LeaveGroup to the group membership protocol (membership.py, the rebalance
 rules at its top); answers the offset and admin requests itself; and writes
 what must survive to __consumer_offsets. What a group is, its state graph and
 what each move does are the model's (metadata.py, its rules at its top);
-committed offsets and their expiry are offsets.py's, the records storage.py's.
+committed offsets and their expiry are offsets.py's, the records storage.py's;
+which member needs which partition's position, and the positions reported,
+are positions.py's (one ``GroupPositions`` per group, kept in memory only).
 
 Where state lives: a group belongs to the __consumer_offsets partition
 ``abs(java_hash(group_id)) % partitions`` (Kafka's ``partitionFor``); the
@@ -37,6 +40,12 @@ The offset and admin rules:
 - Offsets expire as offsets.py says, checked every
   offsets.retention.check.interval.ms; an Empty group left without offsets
   is deleted.
+- ConsumerGroupPosition is answered for the current generation's members of
+  a Stable group: the member is checked as for Heartbeat (UNKNOWN_MEMBER_ID,
+  ILLEGAL_GENERATION, REBALANCE_IN_PROGRESS while PreparingRebalance) and,
+  as for OffsetCommit, REBALANCE_IN_PROGRESS while CompletingRebalance (the
+  assignment the answer goes by is not there yet); while the partition loads,
+  COORDINATOR_LOAD_IN_PROGRESS.
 - OffsetDelete deletes any offset of an Empty group; of a consumer group only
   the topics no member subscribes to (else GROUP_SUBSCRIBED_TO_TOPIC); of
   another live group none (NON_EMPTY_GROUP). DeleteGroups deletes Empty
@@ -64,6 +73,7 @@ from . import storage
 from .membership import GroupMembership, JoinRequest
 from .metadata import Group, GroupState, GroupSummary, JoinResult, SyncResult
 from .offsets import CONSUMER_PROTOCOL_TYPE, CommittedOffset, expired_offsets
+from .positions import GroupPositions, PositionAnswer, PositionReport
 from .storage import OffsetKey, StoredGroup
 from .timer import Timer
 
@@ -130,12 +140,13 @@ def partition_for(group_id: str, partitions: int) -> int:
 class Shard:
     """One __consumer_offsets partition this broker leads, and its groups."""
 
-    __slots__ = ("index", "leader_epoch", "groups", "loading", "load_task")
+    __slots__ = ("index", "leader_epoch", "groups", "positions", "loading", "load_task")
 
     def __init__(self, index: int, leader_epoch: int) -> None:
         self.index = index
         self.leader_epoch = leader_epoch
         self.groups: dict[str, Group] = {}
+        self.positions: dict[str, GroupPositions] = {}  # KIP-253, for the groups that asked
         self.loading = True
         self.load_task: asyncio.Task[None] | None = None
 
@@ -328,6 +339,34 @@ class GroupCoordinator:
             return E.NONE, [E.UNKNOWN_MEMBER_ID] * len(leaving)
         return self.membership.leave_group(g, leaving)
 
+    # -- ConsumerGroupPosition (KIP-253)
+
+    def group_positions(self, group_id: str, generation_id: int, member_id: str,
+                        reports: list[PositionReport]) -> tuple[ErrorCode, list[PositionAnswer]]:
+        """A member's reported positions and the positions it needs (positions.py's rules)."""
+        if not group_id:
+            return E.INVALID_GROUP_ID, []
+        shard, err = self._shard_for(group_id)
+        if shard is None:
+            return err, []
+        g = shard.groups.get(group_id)
+        if g is None:
+            return E.UNKNOWN_MEMBER_ID, []
+        if g.state is S.DEAD:
+            return E.COORDINATOR_NOT_AVAILABLE, []
+        err = g.validate_member(member_id, None)
+        if err:
+            return err, []
+        if generation_id != g.generation_id:
+            return E.ILLEGAL_GENERATION, []
+        if g.state is not S.STABLE:
+            return E.REBALANCE_IN_PROGRESS, []
+        positions = shard.positions.get(group_id)
+        if positions is None:
+            positions = shard.positions[group_id] = GroupPositions()
+        assignments = {mid: m.assignment for mid, m in g.members.items()}
+        return E.NONE, positions.exchange(g.generation_id, assignments, member_id, reports)
+
     # -- offsets
 
     async def commit_offsets(self, group_id: str, member_id: str, group_instance_id: str | None,
@@ -443,6 +482,7 @@ class GroupCoordinator:
         if delete_group:
             g.transition(S.DEAD, self.clock())
             shard.groups.pop(g.group_id, None)
+            shard.positions.pop(g.group_id, None)
             log.info("group_deleted", group=g.group_id, reason="empty without offsets")
         return E.NONE
 

@@ -21,7 +21,9 @@ Behavior:
   and the leader's node endpoint (KIP-951) unless
   leader.discovery.hints.enable=false.
 - refka KIP-253: a topic whose undeleted_partition_count (tagged, v12+)
-  differs from the broker's gets INVALID_PARTITION_METADATA.
+  differs from the broker's (the one Produce compares, metadata_cache.py)
+  gets INVALID_PARTITION_METADATA. A partition marked for deletion is served
+  like any other: consumers drain it.
 - A follower's fetch (replica_id >= 0, v15+ replica_state, KIP-903) reads up
   to the log end offset, not the high watermark; its fetch_offset is that
   follower's log end offset: the leader records it (broker/replication/isr.py),
@@ -109,8 +111,8 @@ def _read_partition(broker, sp: SessionPartition, undeleted: int, budget: int, m
             r.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
         return r
     if undeleted >= 0:
-        tmeta = broker.metadata.topic(sp.topic)
-        if tmeta is not None and tmeta.undeleted_partition_count >= 0 and tmeta.undeleted_partition_count != undeleted:
+        known = broker.metadata.undeleted_partition_count(sp.topic)
+        if known >= 0 and known != undeleted:
             r.error = ErrorCode.INVALID_PARTITION_METADATA
             return r
     err = part.check_leader_epoch(sp.current_leader_epoch)

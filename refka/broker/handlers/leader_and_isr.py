@@ -18,8 +18,10 @@ Behavior:
   from /config/topics/<t>) and becomes leader or follower at that epoch. A
   topic ID different from the local one means the topic was re-created: the
   old log is deleted first.
-- refka KIP-253: the topic's partition counts (tagged) are kept with the
-  partition for INVALID_PARTITION_METADATA checks.
+- refka KIP-253 (seed step 4): the topic's undeleted_partition_count
+  (tagged, v4+) is the one Produce and Fetch check from then on, set in the
+  metadata cache before any partition changes, so a producer's count is
+  compared with the one that came with the leader epoch (metadata_cache.py).
 - A __consumer_offsets partition this broker now leads has its groups loaded
   by the group coordinator; one it no longer leads has them dropped.
 - Replication (broker/replication/): a follower partition is handed to the
@@ -53,14 +55,14 @@ RTopicErr = Resp.LeaderAndIsrTopicError
 
 
 def _states(req, v):
-    """(topic, topic_id, partition state, partition counts) for both request layouts."""
+    """(topic, topic_id, partition state) for both request layouts."""
     if v >= 2:
         for t in req.topic_states:
             for ps in t.partition_states:
-                yield t.topic_name, t.topic_id if v >= 5 else ZERO_UUID, ps, t.partition_counts
+                yield t.topic_name, t.topic_id if v >= 5 else ZERO_UUID, ps
     else:
         for ps in req.ungrouped_partition_states:
-            yield ps.topic_name, ZERO_UUID, ps, None
+            yield ps.topic_name, ZERO_UUID, ps
 
 
 def _response(v, error, errors):
@@ -83,7 +85,7 @@ async def handle_leader_and_isr(ctx, req):
         ctx, req.controller_id, req.controller_epoch, req.broker_epoch if v >= 2 else -1, req.controller_token)
     if fenced == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
         return _response(v, fenced, [(topic, topic_id, ps.partition_index, fenced)
-                                     for topic, topic_id, ps, _counts in _states(req, v)])
+                                     for topic, topic_id, ps in _states(req, v)])
     if fenced != ErrorCode.NONE:
         return Resp(error_code=fenced)
     errors = []
@@ -91,11 +93,17 @@ async def handle_leader_and_isr(ctx, req):
     for ll in req.live_leaders:
         broker.replicas.fetchers.leader_endpoints[ll.broker_id] = (ll.host_name, ll.port)
     if v >= 5 and req.type == TYPE_FULL:
-        named = {(topic, ps.partition_index) for topic, _tid, ps, _c in _states(req, v)}
+        named = {(topic, ps.partition_index) for topic, _tid, ps in _states(req, v)}
         for topic, index in broker.replicas.drop_partitions_not_in(named):
             if topic == OFFSETS_TOPIC:
                 broker.groups.on_resign(index)
-    for topic, topic_id, ps, counts in _states(req, v):
+    if v >= 2:
+        # Before any leader epoch moves: from the bumped epoch on, the old count is refused.
+        for t in req.topic_states:
+            if t.partition_counts is not None:
+                broker.metadata.set_undeleted_partition_count(
+                    t.topic_name, t.topic_id if v >= 5 else ZERO_UUID, t.partition_counts.undeleted_partition_count)
+    for topic, topic_id, ps in _states(req, v):
         err = ErrorCode.NONE
         existing = broker.replicas.get(topic, ps.partition_index)
         if existing is not None and existing.topic_id == topic_id and ps.leader_epoch < existing.leader_epoch:
@@ -110,8 +118,6 @@ async def handle_leader_and_isr(ctx, req):
             )
             try:
                 p = broker.replicas.become_leader_or_follower(topic, ps.partition_index, topic_id, state)
-                if counts is not None:
-                    p.undeleted_partition_count = counts.undeleted_partition_count
                 if topic == OFFSETS_TOPIC:
                     # The group coordinator loads (or drops) this partition's groups.
                     if p.is_leader:

@@ -19,7 +19,12 @@ Behavior:
   current leader and its endpoint (KIP-951) unless
   leader.discovery.hints.enable=false.
 - refka KIP-253: a topic whose undeleted_partition_count (tagged, v9+)
-  differs from the broker's gets INVALID_PARTITION_METADATA.
+  differs from the broker's gets INVALID_PARTITION_METADATA, and so does a
+  partition marked for deletion (index >= the broker's count: it takes no
+  new records), whether or not the producer sent a count. The broker's
+  count is the one the controller sent last, with LeaderAndIsr or
+  UpdateMetadata (metadata_cache.py); Fetch compares the same one, and
+  serves marked partitions (consumers drain them).
 - acks=-1 answers once the ISR has the records (the high watermark passed
   them); on one replica that is at once. With an ISR smaller than the topic's
   min.insync.replicas nothing is appended: NOT_ENOUGH_REPLICAS. When the high
@@ -106,16 +111,19 @@ def handle_produce(ctx, req):
         parts_out = []
         tmeta = cache.topic(name)
         min_isr = replicas.min_insync_replicas(name) if acks == -1 else 0
-        stale_count = (
-            t.undeleted_partition_count >= 0
-            and tmeta is not None
-            and tmeta.undeleted_partition_count >= 0
-            and t.undeleted_partition_count != tmeta.undeleted_partition_count
-        )
+        undeleted = cache.undeleted_partition_count(name)
+        stale_count = t.undeleted_partition_count >= 0 and undeleted >= 0 and t.undeleted_partition_count != undeleted
         for pd in t.partition_data:
             idx = pd.index
             if stale_count:
-                parts_out.append(_error(idx, ErrorCode.INVALID_PARTITION_METADATA))
+                parts_out.append(_error(idx, ErrorCode.INVALID_PARTITION_METADATA, (
+                    f"undeleted_partition_count {t.undeleted_partition_count} of {name} is not the "
+                    f"broker's {undeleted}")))
+                continue
+            if cache.is_marked_for_deletion(name, idx):
+                parts_out.append(_error(idx, ErrorCode.INVALID_PARTITION_METADATA, (
+                    f"partition {idx} of {name} is marked for deletion (undeleted_partition_count "
+                    f"{undeleted}): it takes no new records")))
                 continue
             part = replicas.get(name, idx)
             if part is None or not part.is_leader:

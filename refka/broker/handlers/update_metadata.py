@@ -16,7 +16,10 @@ Behavior:
   LeaderDuringDelete) is removed, and a topic left with none is gone.
 - refka KIP-232/253 tagged fields: controller_metadata_epoch and
   max_partition_epoch (top level), topic_epoch and partition counts (topic),
-  partition_epoch (partition) go to the cache and out in Metadata v9+.
+  partition_epoch (partition) go to the cache and out in Metadata v9+; the
+  partition znode's leaderEpochAfterCreation and leaderEpochBeforeDeletion
+  (partition, v6+) go to the cache for PartitionLeaderEpochsForPartitions. A
+  partition state replaces the partition's maps (absent tags: empty maps).
 - Every update wakes admin requests waiting for metadata (CreateTopics ...).
 
 Version notes:
@@ -48,6 +51,11 @@ def _topic_states(req, v):
             grouped.setdefault(ps.topic_name, []).append(ps)
         for name, parts in grouped.items():
             yield name, ZERO_UUID, parts, None
+
+
+def _pairs(entries) -> tuple[tuple[int, int], ...]:
+    """A KIP-253 map as the cache keeps it: (partition, leader epoch) pairs, ascending."""
+    return tuple(sorted((e.partition, e.leader_epoch) for e in entries))
 
 
 @handles(UpdateMetadata.key, 0, 8, inter_broker=True)
@@ -88,18 +96,23 @@ async def handle_update_metadata(ctx, req):
             if tstate.partition_counts is not None:
                 t.initial_partition_count = tstate.partition_counts.initial_partition_count
                 t.undeleted_partition_count = tstate.partition_counts.undeleted_partition_count
+                cache.set_undeleted_partition_count(name, t.topic_id, t.undeleted_partition_count)
             if tstate.topic_epoch >= 0:
                 t.topic_epoch = tstate.topic_epoch
         for ps in parts:
             if ps.leader == LEADER_DURING_DELETE:
                 t.partitions.pop(ps.partition_index, None)
                 continue
-            t.partitions[ps.partition_index] = PartitionMeta(
+            pm = t.partitions[ps.partition_index] = PartitionMeta(
                 partition=ps.partition_index, leader=ps.leader, leader_epoch=ps.leader_epoch,
                 replicas=list(ps.replicas), isr=list(ps.isr),
                 offline_replicas=list(ps.offline_replicas) if v >= 4 else [],
                 partition_epoch=ps.partition_epoch,
             )
+            maps = ps.leader_epoch_maps  # None for nearly every partition, and before v6
+            if maps is not None:
+                pm.leader_epoch_after_creation = _pairs(maps.leader_epoch_after_creation)
+                pm.leader_epoch_before_deletion = _pairs(maps.leader_epoch_before_deletion)
         if t.partitions:
             cache.put_topic(t)
         else:

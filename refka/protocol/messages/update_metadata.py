@@ -10,13 +10,22 @@ groups partitions by topic. v6 is flexible (KIP-482). v7 adds topic IDs
 refka extensions (tagged, flexible versions, see extensions.py): top level the
 controller_metadata_epoch (KIP-232; the controller_epoch is already there) and
 max_partition_epoch (KIP-253); per topic topic_epoch (KIP-232) and the KIP-253
-partition counts; per partition partition_epoch (KIP-232). Together they are
-what a broker needs to answer MetadataResponse's refka fields. Top level also
-the controller_token that identifies the controller (only brokers may send this API).
+partition counts; per partition partition_epoch (KIP-232) and the partition
+znode's leaderEpochAfterCreation and leaderEpochBeforeDeletion maps (KIP-253,
+one tagged struct, absent when both are empty). Together they are what a broker needs to
+answer MetadataResponse's refka fields and PartitionLeaderEpochsForPartitions.
+Top level also the controller_token that identifies the controller (only
+brokers may send this API).
 """
 
 from ..api import Api
-from ..extensions import TAG_CONTROLLER_TOKEN, TAG_EPOCHS, TAG_MAX_PARTITION_EPOCH, TAG_PARTITION_COUNTS
+from ..extensions import (
+    TAG_CONTROLLER_TOKEN,
+    TAG_EPOCHS,
+    TAG_LEADER_EPOCH_MAPS,
+    TAG_MAX_PARTITION_EPOCH,
+    TAG_PARTITION_COUNTS,
+)
 from ..schema import BOOL, INT8, INT16, INT32, INT64, STRING, UUID, api, array, field, struct
 
 # Kafka's SecurityProtocol ids, as sent in endpoints.
@@ -25,6 +34,12 @@ SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL":
 
 def _partition_state():  # type: ignore[no-untyped-def]
     # Kafka's common struct; declared per use so each parent class nests its own.
+    # One entry of a KIP-253 map (the znode's JSON object partition -> leader epoch).
+    leader_epoch = struct(
+        "PartitionLeaderEpoch",
+        field("partition", INT32, about="A partition of the same topic (the map's key)."),
+        field("leader_epoch", INT32, about="That partition's leader epoch (the map's value)."),
+    )
     return struct(
         "UpdateMetadataPartitionState",
         field("topic_name", STRING, "0-4", about="The topic name; only in v0-4."),
@@ -53,6 +68,30 @@ def _partition_state():  # type: ignore[no-untyped-def]
             tag=TAG_EPOCHS,
             default=-1,
             about="refka KIP-232: bumped when the partition is re-created.",
+        ),
+        field(
+            "leader_epoch_maps",
+            struct(
+                "LeaderEpochMaps",
+                field(
+                    "leader_epoch_after_creation",
+                    array(leader_epoch),
+                    about="refka KIP-253: the partition znode's leaderEpochAfterCreation, by "
+                    "partition: each older partition's leader epoch before the expansion that "
+                    "created this one.",
+                ),
+                field(
+                    "leader_epoch_before_deletion",
+                    array(leader_epoch),
+                    about="refka KIP-253: the partition znode's leaderEpochBeforeDeletion, by "
+                    "partition: each undeleted partition's leader epoch when this one was marked "
+                    "for deletion (not empty: marked).",
+                ),
+            ),
+            "6+",
+            tag=TAG_LEADER_EPOCH_MAPS,
+            default=None,
+            about="refka KIP-253: the partition znode's two maps; null when both are empty.",
         ),
     )
 
