@@ -46,6 +46,9 @@ The offset and admin rules:
   as for OffsetCommit, REBALANCE_IN_PROGRESS while CompletingRebalance (the
   assignment the answer goes by is not there yet); while the partition loads,
   COORDINATOR_LOAD_IN_PROGRESS.
+- Offsets of partitions the controller deletes (UpdateMetadata's leader -2: a
+  deleted topic, a KIP-253 partition removed once drained) are removed from
+  every group loaded here (Kafka's handleDeletedPartitions).
 - OffsetDelete deletes any offset of an Empty group; of a consumer group only
   the topics no member subscribes to (else GROUP_SUBSCRIBED_TO_TOPIC); of
   another live group none (NON_EMPTY_GROUP). DeleteGroups deletes Empty
@@ -485,6 +488,22 @@ class GroupCoordinator:
             shard.positions.pop(g.group_id, None)
             log.info("group_deleted", group=g.group_id, reason="empty without offsets")
         return E.NONE
+
+    def on_partitions_deleted(self, partitions: set[TopicPartition]) -> None:
+        """Kafka's handleDeletedPartitions: the committed offsets of partitions the
+        controller deleted (a deleted topic, a KIP-253 partition removed once drained)
+        go from every group of the shards loaded here, with their tombstones, so a
+        partition created later under the same name and index starts from no commit
+        instead of an offset of its predecessor's log."""
+        for shard in list(self.shards.values()):
+            if shard.loading:
+                continue  # a load that ends later may bring them back: Kafka's gap too
+            for g in list(shard.groups.values()):
+                gone = [tp for tp in g.offsets if tp in partitions]
+                if gone and g.state is not S.DEAD:
+                    err = self._remove_offsets(shard, g, gone)
+                    log.info("offsets_of_deleted_partitions_removed", group=g.group_id,
+                             partitions=len(gone), error=err.name if err else None)
 
     def _expire_offsets(self) -> None:
         now = self.clock()

@@ -21,7 +21,12 @@ Behavior:
 - refka KIP-253: a topic whose undeleted_partition_count (tagged, v9+)
   differs from the broker's gets INVALID_PARTITION_METADATA, and so does a
   partition marked for deletion (index >= the broker's count: it takes no
-  new records), whether or not the producer sent a count. The broker's
+  new records) from a producer that sent a count. A stock producer (no
+  count: it hashes over every listed partition, marked ones too) gets
+  UNKNOWN_TOPIC_OR_PARTITION there instead, with the same message: a code
+  it knows as retriable and invalid-metadata, where 10253 is an unknown,
+  non-retriable code, which kafka-python's idempotent producer (its
+  default) takes as fatal for every later send. The broker's
   count is the one the controller sent last, with LeaderAndIsr or
   UpdateMetadata (metadata_cache.py); Fetch compares the same one, and
   serves marked partitions (consumers drain them).
@@ -70,6 +75,10 @@ REndpoint = Resp.NodeEndpoint
 
 NONE = ErrorCode.NONE
 HINTED = (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.FENCED_LEADER_EPOCH)
+
+# A partition marked for deletion, to a producer that did not send (False) or sent (True)
+# the topic's undeleted_partition_count: see the header.
+MARKED_ANSWER = {False: ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, True: ErrorCode.INVALID_PARTITION_METADATA}
 
 
 def _error(index: int, code: ErrorCode, message: str | None = None) -> Any:
@@ -121,7 +130,7 @@ def handle_produce(ctx, req):
                     f"broker's {undeleted}")))
                 continue
             if cache.is_marked_for_deletion(name, idx):
-                parts_out.append(_error(idx, ErrorCode.INVALID_PARTITION_METADATA, (
+                parts_out.append(_error(idx, MARKED_ANSWER[t.undeleted_partition_count >= 0], (
                     f"partition {idx} of {name} is marked for deletion (undeleted_partition_count "
                     f"{undeleted}): it takes no new records")))
                 continue

@@ -13,7 +13,8 @@ Behavior:
   CLUSTER_AUTHORIZATION_FAILED (never adopted).
 - live_brokers replaces the broker list. Each topic state replaces the
   partitions it names; a partition whose leader is -2 (Kafka's
-  LeaderDuringDelete) is removed, and a topic left with none is gone.
+  LeaderDuringDelete) is removed, and a topic left with none is gone; the
+  group coordinator drops the committed offsets of such partitions.
 - refka KIP-232/253 tagged fields: controller_metadata_epoch and
   max_partition_epoch (top level), topic_epoch and partition counts (topic),
   partition_epoch (partition) go to the cache and out in Metadata v9+; the
@@ -81,6 +82,7 @@ async def handle_update_metadata(ctx, req):
         cache.controller_metadata_epoch = req.controller_metadata_epoch
     if req.max_partition_epoch >= 0:
         cache.max_partition_epoch = req.max_partition_epoch
+    deleted: set[tuple[str, int]] = set()
     for name, topic_id, parts, tstate in _topic_states(req, v):
         old = cache.topic(name)
         if old is not None and topic_id != ZERO_UUID and old.topic_id != topic_id:
@@ -102,6 +104,7 @@ async def handle_update_metadata(ctx, req):
         for ps in parts:
             if ps.leader == LEADER_DURING_DELETE:
                 t.partitions.pop(ps.partition_index, None)
+                deleted.add((name, ps.partition_index))
                 continue
             pm = t.partitions[ps.partition_index] = PartitionMeta(
                 partition=ps.partition_index, leader=ps.leader, leader_epoch=ps.leader_epoch,
@@ -117,5 +120,7 @@ async def handle_update_metadata(ctx, req):
             cache.put_topic(t)
         else:
             cache.remove_topic(name)
+    if deleted:
+        broker.groups.on_partitions_deleted(deleted)
     broker.notify_metadata_changed()
     return Resp(error_code=ErrorCode.NONE)

@@ -110,6 +110,19 @@ async def test_offset_delete_respects_subscriptions(env):
     assert (await env.coord.delete_offsets("nope", [("t", 0)]))[0] == E.GROUP_ID_NOT_FOUND
 
 
+async def test_offsets_of_deleted_partitions_go_from_every_group(env):
+    ids, results = await stable_group(env, 1)
+    await env.coord.commit_offsets("g", ids[0], None, 1, {("t", 0): co(5), ("t", 7): co(9)})
+    await env.coord.commit_offsets("simple", "", None, -1, {("t", 7): co(3)})
+    env.coord.on_partitions_deleted({("t", 7), ("gone", 0)})
+    assert [tp for tp, _ in env.coord.fetch_offsets("g", None)[1]] == [("t", 0)]
+    # An Empty group left without offsets goes too, as when its offsets expire.
+    assert "simple" not in env.coord.shards[0].groups
+    tail = env.store.decoded()[-3:]
+    assert storage.OffsetKey("g", "t", 7) in [k for k, _ in tail]
+    assert (storage.OffsetKey("simple", "t", 7), None) in tail and (storage.GroupKey("simple"), None) in tail
+
+
 # -- admin views
 
 
