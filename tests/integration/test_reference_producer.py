@@ -22,13 +22,20 @@ from typing import Any
 
 import pytest
 from confluent_kafka import ElectionType, TopicPartition
+from confluent_kafka.admin import NewTopic
 
 from refka.client.producer import Producer, RecordMetadata
 from refka.protocol import ErrorCode
 from refka.protocol.messages.create_partitions import CreatePartitions
 from tests.brokers import BrokerProcess, free_port_block
 from tests.integration.cluster_helpers import InProcessCluster, Raw, metadata
-from tests.integration.confluent_helpers import admin, consumer, consume_until_eof, create_topic, read_partition
+from tests.integration.confluent_helpers import (
+    admin,
+    consume_until_eof,
+    consumer,
+    create_topic,
+    read_partition,
+)
 from tests.proxy import KafkaProxy
 from tests.waiting import wait_until
 
@@ -227,7 +234,6 @@ def test_a_shrink_while_sending_rehashes_and_keeps_every_key_in_order(cluster):
 def test_a_leader_move_is_followed_from_the_hint_without_back_off(cluster):
     topic = unique("move")
     a = admin(cluster.bootstrap)
-    from confluent_kafka.admin import NewTopic
     a.create_topics([NewTopic(topic, num_partitions=1, replica_assignment=[[1, 2]])],
                     operation_timeout=TIMEOUT)[topic].result(TIMEOUT)
 
