@@ -676,7 +676,8 @@ def table(results: dict[str, Any]) -> str:
                       f"{pos['window']} in flight, {pos['partitions_per_call']} partitions a call, "
                       f"{pos['seconds']:.1f} s",
                   f"  calls/s                {pos['calls_per_s']:,.0f}",
-                  f"  coordinator CPU %      {_f(pos['coordinator_cpu_percent'])}",
+                  f"  coordinator CPU %      {_f(pos['coordinator_cpu_percent'])}"
+                  + ("  (its process: all three brokers)" if cfg["cluster"] == "one-process" else ""),
                   f"  this process's CPU %   {pos['client_cpu_percent']:,.0f}",
                   f"  answers with an error  {sum(pos['errors'].values())}"
                   + (f" {pos['errors']}" if pos["errors"] else "")]
