@@ -26,7 +26,7 @@ ROWS = (
     "expansion 3 -> 6 (RF 3)", "shrink 6 -> 3", "drain, ms from the last DeleteRecords answer",
     "  median ", "  max ", "  CreatePartitions answered (median) ", "  mean ", "  min / max ", "  rounds ",
     "ConsumerGroupPosition (api 10254) on one coordinator", "  calls/s ", "  coordinator CPU % ",
-    "  this process's CPU % ", "  answers with an error  0",
+    "  calls per coordinator CPU second ", "  this process's CPU % ", "  answers with an error ",
 )
 
 
