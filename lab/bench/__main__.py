@@ -4,6 +4,7 @@
     make bench ARGS="--quick"
     python -m lab.bench --groups [...]   the consumer-group benchmark instead (groups.py)
     python -m lab.bench --failover [...] the leadership-failover benchmark instead (failover.py)
+    python -m lab.bench --partitions [...] the KIP-253 benchmark instead (partitions.py)
 
 For each target, in one run on this machine:
 
@@ -158,6 +159,11 @@ def main(argv: list[str] | None = None) -> int:
         from lab.bench import failover
 
         return failover.main([a for a in argv if a != "--failover"])
+    if "--partitions" in argv:
+        # The KIP-253 benchmark has its own options (python -m lab.bench.partitions --help).
+        from lab.bench import partitions
+
+        return partitions.main([a for a in argv if a != "--partitions"])
     parser = argparse.ArgumentParser(prog="python -m lab.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--groups", action="store_true",
                         help="run the consumer-group benchmark instead (lab/bench/groups.py; its options: "
@@ -165,6 +171,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--failover", action="store_true",
                         help="run the leadership-failover benchmark instead (lab/bench/failover.py; its options: "
                              "python -m lab.bench.failover --help)")
+    parser.add_argument("--partitions", action="store_true",
+                        help="run the KIP-253 benchmark instead (lab/bench/partitions.py; its options: "
+                             "python -m lab.bench.partitions --help)")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run: 10x fewer records, one start-up spawn (well under 2 min)")
     parser.add_argument("--targets", default=",".join(targets.ALL),

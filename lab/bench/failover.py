@@ -405,11 +405,13 @@ def analyse(records: list[tuple[int, float, float | None, str | None]], moves: l
 
 class ZooKeeperCluster:
     """Three ``refka serve --zookeeper ... --broker-id i`` processes over a private
-    ZooKeeper (Debian's package, refka/zookeeper.py): the cluster's multi-process form."""
+    ZooKeeper (Debian's package, refka/zookeeper.py): the cluster's multi-process form.
+    ``overrides``: broker properties, passed to each as ``--override key=value``."""
 
-    def __init__(self, workdir: Path, brokers: int = 3) -> None:
+    def __init__(self, workdir: Path, brokers: int = 3, overrides: dict[str, str] | None = None) -> None:
         self.workdir = workdir / "zk-cluster"
         self.brokers = brokers
+        self.overrides = dict(overrides or {})
         self.zk: ZooKeeperServer | None = None
         self.procs: list[subprocess.Popen[bytes]] = []
         self.ports: dict[int, int] = {}
@@ -427,7 +429,8 @@ class ZooKeeperCluster:
             with open(self.workdir / f"broker-{i}.log", "ab") as log:
                 self.procs.append(subprocess.Popen(
                     [sys.executable, "-m", "refka.cli", "serve", "--zookeeper", f"{self.zk.connect}/bench",
-                     "--broker-id", str(i), "--port", str(base + i), "--data-dir", str(self.workdir / f"data{i}")],
+                     "--broker-id", str(i), "--port", str(base + i), "--data-dir", str(self.workdir / f"data{i}"),
+                     *(a for k, v in self.overrides.items() for a in ("--override", f"{k}={v}"))],
                     stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=targets.REPO_ROOT))
         _wait(lambda: _lists_brokers(base, self.brokers), TIMEOUT, "three registered brokers")
         return ",".join(f"{targets.HOST}:{p}" for p in self.ports.values())
