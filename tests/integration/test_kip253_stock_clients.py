@@ -55,15 +55,6 @@ def zk3(zookeeper, tmp_path):
     c.stop()
 
 
-@pytest.fixture
-def kz(zk3):
-    client = KazooClient(hosts=zk3.connect, timeout=10.0)
-    client.start(timeout=TIMEOUT)
-    yield client
-    client.stop()
-    client.close()
-
-
 def get_json(kz: KazooClient, path: str) -> dict[str, Any]:
     return json.loads(kz.get(path)[0])
 

@@ -64,16 +64,6 @@ def zk3(zookeeper, tmp_path):
     c.stop()
 
 
-@pytest.fixture
-def kz(zk3):
-    """Our own ZooKeeper session, chrooted where the cluster lives."""
-    client = KazooClient(hosts=zk3.connect, timeout=10.0)
-    client.start(timeout=TIMEOUT)
-    yield client
-    client.stop()
-    client.close()
-
-
 # ---- helpers ---------------------------------------------------------------------------------
 
 
