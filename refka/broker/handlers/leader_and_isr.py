@@ -41,6 +41,8 @@ Version notes:
 
 from __future__ import annotations
 
+import asyncio
+
 from refka.protocol import ErrorCode
 from refka.protocol.messages.leader_and_isr import TYPE_FULL, LeaderAndIsr
 
@@ -48,6 +50,11 @@ from ..group import OFFSETS_TOPIC
 from ..metadata_cache import ZERO_UUID
 from ..partition import PartitionState
 from ..registry import handles
+
+# Partitions made leader or follower between two turns of the event loop: creating one
+# costs ~1 ms (its log's directory and files), so a LeaderAndIsr of thousands would
+# otherwise keep every other connection of the process waiting for seconds.
+YIELD_EVERY = 16
 
 Resp = LeaderAndIsr.Response
 RPartErr = Resp.LeaderAndIsrPartitionError
@@ -103,7 +110,9 @@ async def handle_leader_and_isr(ctx, req):
             if t.partition_counts is not None:
                 broker.metadata.set_undeleted_partition_count(
                     t.topic_name, t.topic_id if v >= 5 else ZERO_UUID, t.partition_counts.undeleted_partition_count)
-    for topic, topic_id, ps in _states(req, v):
+    for n, (topic, topic_id, ps) in enumerate(_states(req, v), 1):
+        if n % YIELD_EVERY == 0:
+            await asyncio.sleep(0)  # thousands of partitions: let the other connections in
         err = ErrorCode.NONE
         existing = broker.replicas.get(topic, ps.partition_index)
         if existing is not None and existing.topic_id == topic_id and ps.leader_epoch < existing.leader_epoch:
