@@ -87,8 +87,8 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     # (log.open.files.max): one broker was measured holding 100,000 (README, Storage and
     # durability). What these defaults bound is what one request can make a broker do on
     # its one event loop: creating or deleting 32,767 partitions at once left three
-    # brokers of one process without answers for 4.5-9.6 s (the fuzzer's CreatePartitions),
-    # 4,000 replicas on a broker never stalled one. Raise them for a lab that needs more.
+    # brokers of one process without answers for 4.5-9.6 s (the fuzzer's CreatePartitions);
+    # 3,900 at once keeps them answering within 1.2 s. Raise them for a lab that needs more.
     "max.partitions": (int, 100_000),
     "max.broker.partitions": (int, 4_000),
     "max.connections": (int, 2**31 - 1),
