@@ -48,7 +48,7 @@ __all__ = ["walk_records"]
 
 # translate() table turning continuation bytes (>= 0x80) into ASCII and others not.
 _FLIP_HIGH_BIT = bytes(b ^ 0x80 for b in range(256))
-_RUN_FIRST_CHUNK = 8
+_RUN_FIRST_CHUNK = 64  # a run of fewer is rare, and each chunk costs a slice per checked offset
 _RUN_MIN_RECORDS = 16  # fewer records left: walking them costs less than setting up a run
 _RUN_BACKOFF = 8  # records walked one by one after a try that found no run; doubles while tries fail
 _RUN_MAX_BACKOFF = 1024
