@@ -172,6 +172,9 @@ def test_preferred_replica_out_of_the_isr_is_not_available_then_elected_once_bac
             pytest.skip("broker 0 never rejoined the ISR (needs replication's ISR expansion)")
     got = elect(zk3.bootstrap, ElectionType.PREFERRED, [TopicPartition(topic, 0)])
     assert got == {(topic, 0): 0}
+    # The answer comes once the election is written; UpdateMetadata reaches broker 2 after it.
+    wait_until(lambda: leaders(zk3.port(2), topic)[0][0] == 0, timeout=TIMEOUT, interval=0.05,
+               message="broker 2's metadata names broker 0 as leader")
     leader, epoch, _isr = leaders(zk3.port(2), topic)[0]
     assert leader == 0 and epoch > epoch1
 
