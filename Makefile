@@ -43,12 +43,20 @@ api-table: install
 zookeeper: install system-deps-test
 	$(VENV)/bin/refka zookeeper
 
-# Debian packages: the venv module for `make run`; kcat, ZooKeeper (with its
-# JRE) and Node.js/npm for the tests. Installed only when missing, only as root.
+# Debian packages: the venv module for `make run`, a C compiler and Python's headers
+# for the compiled record walk (setup.py; without them refka walks records in
+# Python, slower); kcat, ZooKeeper (with its JRE) and Node.js/npm for the tests.
+# Installed only when missing, only as root.
 system-deps:
-	@if ! $(PYTHON) -m venv --help >/dev/null 2>&1 || ! $(PYTHON) -c 'import ensurepip' >/dev/null 2>&1; then \
-	  if [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y python3-venv; \
-	  else echo "python3-venv is missing: run 'sudo apt-get install python3-venv'"; exit 1; fi; fi
+	@missing=""; \
+	{ $(PYTHON) -m venv --help >/dev/null 2>&1 && $(PYTHON) -c 'import ensurepip' >/dev/null 2>&1; } || missing="$$missing python3-venv"; \
+	command -v cc >/dev/null 2>&1 || missing="$$missing gcc"; \
+	$(PYTHON) -c 'import os, sysconfig, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' \
+	  || missing="$$missing python3-dev"; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
+	  else echo "missing Debian packages:$$missing (run 'sudo apt-get install$$missing')"; \
+	    case "$$missing" in *python3-venv*) exit 1;; esac; fi; fi
 
 system-deps-test: system-deps
 	@missing=""; \
@@ -60,7 +68,7 @@ system-deps-test: system-deps
 	  if [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 	  else echo "missing Debian packages:$$missing (run make test as root, or install them)"; exit 1; fi; fi
 
-$(STAMP): pyproject.toml | system-deps
+$(STAMP): pyproject.toml setup.py refka/protocol/_record_walk.c | system-deps
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	$(PIP) install -q -e .

@@ -3,7 +3,9 @@ refka's decoders without a broker.
 
 One input is ``api index | version | target | bytes``: the target is the
 request decoder of that API and version, or the record-batch reader
-(``parse_batches`` then every record of every batch, decompressed). Whatever
+(``parse_batches`` then every record of every batch, decompressed, after the
+leader's record walk: the compiled walk and the Python one must agree, the
+same keyless records or the same message). Whatever
 the bytes, a decoder must give a message or raise the error that says the
 peer broke the rules (``DecodeError``; for records ``CorruptRecordError``,
 ``InvalidRecordError``, ``UnsupportedCompressionTypeError``); any other
@@ -35,7 +37,9 @@ with atheris.instrument_imports():
         UnsupportedCompressionTypeError,
         iter_batches,
         iter_records,
+        record_data,
     )
+    from refka.protocol.record_walk import COMPILED, walk_records, walk_records_in_python
 
 from .seeds import Seeds
 
@@ -54,12 +58,25 @@ def one_input(data: bytes) -> None:
         if data[2] & 1 == RECORDS_TARGET:
             for header in iter_batches(body, validate_crc=False, check_counts=True):
                 batch = body[header.position : header.position + header.length]
+                if COMPILED:
+                    records = record_data(batch)
+                    compiled = _walked(walk_records, records, header.records_count)
+                    in_python = _walked(walk_records_in_python, records, header.records_count)
+                    if compiled != in_python:
+                        raise AssertionError(f"compiled walk {compiled!r} != Python walk {in_python!r}")
                 for _ in iter_records(batch):
                     pass
         else:
             api.decode_request(body, version)
     except PEER_ERRORS:
         pass
+
+
+def _walked(walk, records: bytes | memoryview, count: int) -> list[int] | str:
+    try:
+        return walk(records, count)
+    except CorruptRecordError as e:
+        return str(e)
 
 
 def corpus(directory: Path, seed: int) -> None:

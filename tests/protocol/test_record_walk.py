@@ -4,11 +4,13 @@ held against a plain reference reader and against records.py's decoder."""
 
 from __future__ import annotations
 
+import shutil
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from refka.protocol.record_walk import walk_records
+from refka.protocol.record_walk import COMPILED, walk_records, walk_records_in_python
 from refka.protocol.records import (
     HEADER_SIZE,
     Compression,
@@ -20,6 +22,16 @@ from refka.protocol.records import (
     iter_records,
     record_data,
 )
+
+# Every test runs with the walk refka uses (compiled when it was built) and with the
+# Python walk (the fallback); the compiled one must also refuse with the same messages.
+WALKS = {"python": walk_records_in_python, **({"compiled": walk_records} if COMPILED else {})}
+
+
+@pytest.fixture(scope="module", params=sorted(WALKS))
+def walk(request):
+    return WALKS[request.param]
+
 
 # -- a plain reference reader: the module docstring's rules, one after the other -----------
 
@@ -86,9 +98,9 @@ def _reference(data: bytes, count: int) -> list[int]:
     return keyless
 
 
-def _walk_or_refused(data: bytes, count: int) -> list[int] | str:
+def _walk_or_refused(walk, data: bytes, count: int) -> list[int] | str:
     try:
-        return walk_records(data, count)
+        return walk(data, count)
     except CorruptRecordError:
         return "refused"
 
@@ -117,12 +129,12 @@ def _record(delta: int, key: bytes | None = b"k", value: bytes = b"value", heade
     return _v(len(body) + length_change) + body
 
 
-def test_the_records_of_a_batch_of_every_compression_walk_to_their_keyless_indexes():
+def test_the_records_of_a_batch_of_every_compression_walk_to_their_keyless_indexes(walk):
     items = [NewRecord(b"a", b"1"), NewRecord(None, b"2", [("h", b"x"), ("h", None)]), NewRecord(b"", None),
              NewRecord(None, None)]
     for codec in Compression:
         batch = build_batch(items, compression=codec)
-        assert walk_records(record_data(batch), len(items)) == [1, 3], codec.name
+        assert walk(record_data(batch), len(items)) == [1, 3], codec.name
 
 
 REFUSED = {
@@ -148,28 +160,28 @@ REFUSED = {
 
 
 @pytest.mark.parametrize("case", REFUSED)
-def test_records_that_break_the_format_are_refused(case):
+def test_records_that_break_the_format_are_refused(case, walk):
     data, count = REFUSED[case]
     with pytest.raises(CorruptRecordError):
-        walk_records(data, count)
+        walk(data, count)
     assert _reference_or_refused(data, count) == "refused"
 
 
-def test_the_messages_say_which_record():
+def test_the_messages_say_which_record(walk):
     with pytest.raises(CorruptRecordError, match="record 1 has offset delta 2"):
-        walk_records(_record(0) + _record(2), 2)
+        walk(_record(0) + _record(2), 2)
     with pytest.raises(CorruptRecordError, match="record header key is null"):
-        walk_records(_record(0, headers=_v(1) + _v(-1) + _v(-1)), 1)
+        walk(_record(0, headers=_v(1) + _v(-1) + _v(-1)), 1)
     with pytest.raises(CorruptRecordError, match="2 bytes after the last of 1 records"):
-        walk_records(_record(0) + b"\x00\x00", 1)
+        walk(_record(0) + b"\x00\x00", 1)
 
 
-def test_what_kafka_reads_as_null_or_any_value_is_accepted():
+def test_what_kafka_reads_as_null_or_any_value_is_accepted(walk):
     data = (_record(0, key=None, key_length=_v(-7))  # any negative key length: a null key
             + _record(1, timestamp=b"\xff" * 9 + b"\x01")  # the largest varlong
             + _record(2, key=b"", headers=_v(1) + _v(0) + _v(-5)))  # empty header key, null value
-    assert walk_records(data, 3) == [0]
-    assert walk_records(memoryview(data), 3) == [0]
+    assert walk(data, 3) == [0]
+    assert walk(memoryview(data), 3) == [0]
 
 
 # -- runs of records laid out alike ----------------------------------------------------------
@@ -187,15 +199,15 @@ def _record_starts(data: bytes, count: int) -> list[int]:
     return starts
 
 
-def test_a_batch_of_same_layout_records_walks_like_the_reference():
+def test_a_batch_of_same_layout_records_walks_like_the_reference(walk):
     data = bytes(build_batch(_UNIFORM)[HEADER_SIZE:])
-    assert walk_records(data, len(_UNIFORM)) == _reference(data, len(_UNIFORM)) == []
+    assert walk(data, len(_UNIFORM)) == _reference(data, len(_UNIFORM)) == []
     keyless = bytes(build_batch([(None, b"v" * 30)] * 5000)[HEADER_SIZE:])
-    assert walk_records(keyless, 5000) == list(range(5000))
+    assert walk(keyless, 5000) == list(range(5000))
 
 
 @pytest.mark.parametrize("index", [1, 17, 100, 299])
-def test_each_byte_of_a_record_inside_a_run_is_checked_as_the_reference_checks_it(index):
+def test_each_byte_of_a_record_inside_a_run_is_checked_as_the_reference_checks_it(index, walk):
     """Every byte of one record, set to a few values, inside a run of records laid out
     alike: the walk refuses or accepts exactly as the reference reader does (key and
     header value bytes may be anything; the value's 20 bytes are skipped for time)."""
@@ -209,23 +221,23 @@ def test_each_byte_of_a_record_inside_a_run_is_checked_as_the_reference_checks_i
             data = bytearray(base)
             data[at] = byte
             expected = _reference_or_refused(bytes(data), len(_UNIFORM))
-            assert _walk_or_refused(bytes(data), len(_UNIFORM)) == expected, (at - starts[index], byte)
+            assert _walk_or_refused(walk, bytes(data), len(_UNIFORM)) == expected, (at - starts[index], byte)
 
 
-def test_offset_deltas_of_three_bytes_are_checked_in_runs_too():
+def test_offset_deltas_of_three_bytes_are_checked_in_runs_too(walk):
     items = [(None, b"v" * 5)] * 9000
     data = bytearray(build_batch(items)[HEADER_SIZE:])
-    assert walk_records(bytes(data), 9000) == list(range(9000))
+    assert walk(bytes(data), 9000) == list(range(9000))
     start = _record_starts(bytes(data), 9000)[8500]
     data[start + 3] ^= 0x02  # the offset delta's first byte (after length, attributes, timestamp)
     with pytest.raises(CorruptRecordError, match="record 8500 has offset delta"):
-        walk_records(bytes(data), 9000)
+        walk(bytes(data), 9000)
 
 
-def test_one_record_of_another_layout_inside_a_run_is_walked_alone():
+def test_one_record_of_another_layout_inside_a_run_is_walked_alone(walk):
     items = [(b"k", b"v" * 50)] * 500 + [(None, b"v" * 70)] + [(b"k", b"v" * 50)] * 500
     data = bytes(build_batch(items)[HEADER_SIZE:])
-    assert walk_records(data, len(items)) == [500]
+    assert walk(data, len(items)) == [500]
 
 
 # -- the walk against the reference reader and the decoder ------------------------------------
@@ -267,9 +279,11 @@ def _mutate(data: bytes, mutations: list[tuple[str, int, int]]) -> bytes:
     return bytes(out)
 
 
-def _check_against_reference_and_decoder(data: bytes, count: int) -> None:
+def _check_against_reference_and_decoder(walk, data: bytes, count: int) -> None:
     expected = _reference_or_refused(data, count)
-    assert _walk_or_refused(data, count) == expected
+    assert _walk_or_refused(walk, data, count) == expected
+    if COMPILED and expected == "refused":
+        assert _message(walk_records, data, count) == _message(walk_records_in_python, data, count)
     if expected != "refused":
         # What the walk lets in, records.py decodes: offsets in order, the same keyless records.
         header = bytearray(build_batch([(b"k", b"v")] * count)[:HEADER_SIZE])
@@ -282,13 +296,42 @@ def _check_against_reference_and_decoder(data: bytes, count: int) -> None:
 @settings(max_examples=300, deadline=None)
 @given(items=st.lists(_any_record, min_size=1, max_size=12), mutations=st.lists(_mutation, max_size=3),
        count_change=st.sampled_from([0, 0, 0, -1, 1]))
-def test_the_walk_agrees_with_the_reference_on_damaged_records(items, mutations, count_change):
+def test_the_walk_agrees_with_the_reference_on_damaged_records(items, mutations, count_change, walk):
     data = _mutate(bytes(build_batch(items)[HEADER_SIZE:]), mutations)
-    _check_against_reference_and_decoder(data, max(len(items) + count_change, 1))
+    _check_against_reference_and_decoder(walk, data, max(len(items) + count_change, 1))
 
 
 @settings(max_examples=300, deadline=None)
 @given(items=_same_layout_records(), mutations=st.lists(_mutation, max_size=2))
-def test_the_walk_agrees_with_the_reference_on_damaged_runs(items, mutations):
+def test_the_walk_agrees_with_the_reference_on_damaged_runs(items, mutations, walk):
     data = _mutate(bytes(build_batch(items)[HEADER_SIZE:]), mutations)
-    _check_against_reference_and_decoder(data, len(items))
+    _check_against_reference_and_decoder(walk, data, len(items))
+
+
+def _message(walk, data: bytes, count: int) -> str:
+    try:
+        walk(data, count)
+    except CorruptRecordError as e:
+        return str(e)
+    raise AssertionError("not refused")
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler: refka installs with the Python walk")
+def test_the_compiled_walk_is_built_where_a_compiler_is():
+    assert COMPILED, "refka/protocol/_record_walk.c was not built: run pip install -e . (setup.py)"
+
+
+@pytest.mark.skipif(not COMPILED, reason="the compiled walk is not built")
+@pytest.mark.parametrize("case", REFUSED)
+def test_the_compiled_walk_refuses_with_the_python_walks_messages(case):
+    data, count = REFUSED[case]
+    assert _message(walk_records, data, count) == _message(walk_records_in_python, data, count)
+
+
+@pytest.mark.skipif(not COMPILED, reason="the compiled walk is not built")
+def test_the_compiled_walk_takes_any_buffer_and_refuses_other_arguments():
+    data = _record(0, key=None) + _record(1)
+    for buf in (data, bytearray(data), memoryview(data), memoryview(b"xx" + data)[2:]):
+        assert walk_records(buf, 2) == [0]
+    with pytest.raises(TypeError):
+        walk_records("not bytes", 1)  # type: ignore[arg-type]
