@@ -382,9 +382,7 @@ class Fetcher:
                 continue
             leader = md.leader_for(tp.topic, tp.partition)
             if leader < 0 or leader not in md.brokers:
-                self._want_metadata()
-                s.retry_at = now + self.retry_backoff
-                next_at = s.retry_at if next_at is None else min(next_at, s.retry_at)
+                self._want_metadata()  # each refresh wakes this loop
                 continue
             (resets if s.reset is not None else fetches).setdefault(leader, []).append(tp)
         for leader, tps in resets.items():
