@@ -52,8 +52,7 @@ The rules (Kafka's ConsumerCoordinator / AbstractCoordinator, eager protocol):
 from __future__ import annotations
 
 import asyncio
-import time
-from collections.abc import Collection, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 from typing import Any
@@ -424,29 +423,14 @@ class GroupMember:
                 committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata))
         req = C(group_id=self.group_id, generation_id_or_member_epoch=identity.generation_id,
                 member_id=identity.member_id, topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
-        deadline = time.monotonic() + self.request_timeout
-        while True:
-            try:
-                resp = await self._request(OffsetCommit, req, timeout=self.request_timeout)
-                codes = [p.error_code for t in resp.topics for p in t.partitions]
-            except BrokerConnectionError:
-                codes = [E.NETWORK_EXCEPTION]
-            worst = max((next_step("OffsetCommit", c) for c in codes), key=_SEVERITY.__getitem__,
-                        default=Next.DONE)
-            code = next((c for c in codes if next_step("OffsetCommit", c) is worst), E.NONE)
-            if worst is Next.DONE:
-                return
-            if worst in (Next.REJOIN, Next.RESET):
-                self.state, _ = self.state.on_answer("OffsetCommit", code)
-                self.rejoin.set()
-                raise CommitFailedError(f"group {self.group_id} rebalanced: {ErrorCode(code).name}")
-            if worst is Next.FAIL:
-                raise KafkaError(code, f"OffsetCommit of group {self.group_id}")
-            if worst is Next.FIND_COORDINATOR:
-                self._coordinator_lost()
-            if time.monotonic() > deadline:
-                raise KafkaTimeoutError(f"commit of group {self.group_id}: {ErrorCode(code).name}")
-            await asyncio.sleep(self.retry_backoff)
+        _resp, step, code = await self._retried("OffsetCommit", req, lambda r: [
+            p.error_code for t in r.topics for p in t.partitions])
+        if step in (Next.REJOIN, Next.RESET):
+            self.state, _ = self.state.on_answer("OffsetCommit", code)
+            self.rejoin.set()
+            raise CommitFailedError(f"group {self.group_id} rebalanced: {ErrorCode(code).name}")
+        if step is not Next.DONE:
+            raise KafkaError(code, f"OffsetCommit of group {self.group_id}")
 
     async def fetch_committed(self, partitions: Collection[TopicPartition]) -> dict[TopicPartition, OffsetAndMetadata]:
         """The group's committed offsets of ``partitions`` (those without one are left out)."""
@@ -466,26 +450,40 @@ class GroupMember:
             return F(group_id=self.group_id, require_stable=True, topics=[
                 F.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])
 
-        deadline = time.monotonic() + self.request_timeout
+        resp, step, code = await self._retried("OffsetFetch", body, lambda r: [
+            g.error_code for g in _groups(r)] + [p.error_code for g in _groups(r) for t in g.topics for p in t.partitions])
+        if step is not Next.DONE:
+            raise KafkaError(code, f"OffsetFetch of group {self.group_id}")
+        return {TopicPartition(t.name, p.partition_index):
+                OffsetAndMetadata(p.committed_offset, p.metadata or "", p.committed_leader_epoch)
+                for g in _groups(resp) for t in g.topics for p in t.partitions if p.committed_offset >= 0}
+
+    async def _retried(self, api_name: str, body: Any, codes_of: Callable[[Any], list[int]]) -> tuple[Any, Next, int]:
+        """Sends an offsets request until its answer's most severe step is neither a retry nor
+        a coordinator move; that answer, step and code. KafkaTimeoutError after request_timeout_ms
+        (finding the coordinator included)."""
+        api = _OFFSET_APIS[api_name]
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.request_timeout
         while True:
+            resp = None
             try:
-                resp = await self._request(OffsetFetch, body, timeout=self.request_timeout)
-                group = resp.groups[0] if resp.groups else resp
-                codes = [group.error_code] + [p.error_code for t in group.topics for p in t.partitions]
+                async with asyncio.timeout_at(deadline):
+                    resp = await self._request(api, body, timeout=self.request_timeout)
+                codes = codes_of(resp)
             except BrokerConnectionError:
                 codes = [E.NETWORK_EXCEPTION]
-            worst = max((next_step("OffsetFetch", c) for c in codes), key=_SEVERITY.__getitem__)
-            code = next(c for c in codes if next_step("OffsetFetch", c) is worst)
-            if worst is Next.DONE:
-                return {TopicPartition(t.name, p.partition_index):
-                        OffsetAndMetadata(p.committed_offset, p.metadata or "", p.committed_leader_epoch)
-                        for t in group.topics for p in t.partitions if p.committed_offset >= 0}
-            if worst is Next.FAIL:
-                raise KafkaError(code, f"OffsetFetch of group {self.group_id}")
+            except TimeoutError:
+                raise KafkaTimeoutError(f"{api_name} of group {self.group_id}: no answer in time") from None
+            steps = [next_step(api_name, c) for c in codes]
+            worst = max(steps, key=_SEVERITY.__getitem__, default=Next.DONE)
+            code = next((c for c, st in zip(codes, steps, strict=True) if st is worst), E.NONE)
+            if worst not in (Next.RETRY, Next.FIND_COORDINATOR):
+                return resp, worst, code
             if worst is Next.FIND_COORDINATOR:
                 self._coordinator_lost()
-            if time.monotonic() > deadline:
-                raise KafkaTimeoutError(f"committed offsets of group {self.group_id}: {ErrorCode(code).name}")
+            if loop.time() + self.retry_backoff > deadline:
+                raise KafkaTimeoutError(f"{api_name} of group {self.group_id}: {ErrorCode(code).name}")
             await asyncio.sleep(self.retry_backoff)
 
     # -- leaving --------------------------------------------------------------------------
@@ -498,11 +496,11 @@ class GroupMember:
             return
         L = LeaveGroup.Request
         try:
-            await self._request(LeaveGroup, L(
-                group_id=self.group_id, member_id=member_id,
-                members=[L.MemberIdentity(member_id=member_id, reason="the consumer is stopping")]),
-                timeout=self.request_timeout)
-        except (BrokerConnectionError, KafkaError, ValueError) as e:
+            async with asyncio.timeout(self.request_timeout):
+                await self._request(LeaveGroup, L(
+                    group_id=self.group_id, member_id=member_id,
+                    members=[L.MemberIdentity(member_id=member_id, reason="the consumer is stopping")]))
+        except (BrokerConnectionError, KafkaError, ValueError, TimeoutError) as e:
             log.info("leave_group_failed", group=self.group_id, member_id=member_id, error=str(e))
 
     async def close(self) -> None:
@@ -512,5 +510,11 @@ class GroupMember:
             await conn.close()
 
 
+def _groups(resp: Any) -> list[Any]:
+    """OffsetFetch's answer per group: v8+'s groups, or the v1-v7 answer itself (one group)."""
+    return list(resp.groups) if resp.groups else [resp]
+
+
+_OFFSET_APIS = {"OffsetCommit": OffsetCommit, "OffsetFetch": OffsetFetch}
 # The step an answer with several partition codes takes: the most severe of theirs.
 _SEVERITY = {Next.DONE: 0, Next.RETRY: 1, Next.FIND_COORDINATOR: 2, Next.REJOIN: 3, Next.RESET: 4, Next.FAIL: 5}

@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from refka.client.errors import CommitFailedError, KafkaError
+from refka.client.errors import CommitFailedError, KafkaError, KafkaTimeoutError
 from refka.client.group import (
     GroupMember,
     MemberState,
@@ -183,4 +183,15 @@ async def test_a_change_of_partitions_or_undeleted_count_makes_the_member_rejoin
     cluster.topic("t", [(p % 3, 1) for p in range(4)], (2, 3))  # a shrink: 3 is marked
     await cluster.refresh(["t"])
     assert member.metadata_changed() and member.rejoin.is_set()
+    await member.close()
+
+
+async def test_a_commit_without_a_coordinator_gives_up_after_the_request_timeout():
+    cluster = await cluster_with(t=(1, None))
+    cluster.group_errors = {"FindCoordinator": [E.COORDINATOR_NOT_AVAILABLE] * 10_000}
+    member = member_of(cluster, request_timeout_ms=200)
+    with pytest.raises(KafkaTimeoutError):
+        await member.commit({TopicPartition("t", 0): OffsetAndMetadata(1, "")}, in_group=False)
+    assert len(cluster.asked("FindCoordinator")) > 1 and not cluster.asked("OffsetCommit")
+    await member.leave()  # no member id: nothing to send
     await member.close()
