@@ -46,7 +46,9 @@ Choices: ``getmany`` returns at most ``max_records`` (default
 rotating start, so none is always first; records of one partition are always
 in offset order. Topics are not auto-created by a subscription (Metadata asks
 with allow_auto_topic_creation false): a topic that does not exist yet is
-picked up when it is created, at the next metadata refresh.
+picked up when it is created, at the next metadata refresh. A group error
+that retrying cannot mend (JoinGroup refused for good, an error of the gate)
+is raised by the next ``getmany``, not swallowed by the coordination task.
 
 Not here: pattern subscriptions, pause/resume, a rebalance listener
 (``ConsumerRebalanceListener``), ``max_poll_interval_ms``, static membership,
@@ -457,6 +459,10 @@ class Consumer:
                     await asyncio.sleep(self.retry_backoff)
                     continue
                 log.error("coordination_failed", group=self.group_id, error=str(e))
+                self._fatal = e
+                self._fetcher.records_ready.set()
+            except Exception as e:  # a bug (ours or the gate's): getmany raises it rather than wait for ever
+                log.exception("coordination_crashed", group=self.group_id)
                 self._fatal = e
                 self._fetcher.records_ready.set()
             await self._changed.wait()
