@@ -326,6 +326,9 @@ class Fetcher:
             limit = self._limit(tp)
             buf = s.records
             taken: list[ConsumerRecord] = []
+            if limit is None and left < 0:  # all of it: no record at a time
+                taken = list(buf)
+                buf.clear()
             while buf and left != 0 and (limit is None or buf[0].offset < limit):
                 taken.append(buf.popleft())
                 left -= 1
@@ -337,19 +340,6 @@ class Fetcher:
                 s.position = max(s.position, s.next_fetch)
                 self._wake.set()
         return out
-
-    def has_deliverable(self, partitions: Collection[TopicPartition]) -> bool:
-        for tp in partitions or self.states:
-            s = self.states.get(tp)
-            if s is None:
-                continue
-            if s.error is not None:
-                return True
-            if s.records:
-                limit = self._limit(tp)
-                if limit is None or s.records[0].offset < limit:
-                    return True
-        return False
 
     # -- the fetch loop -------------------------------------------------------------------
 

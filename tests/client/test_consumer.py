@@ -11,7 +11,12 @@ from typing import Any
 import pytest
 
 from refka.client.consumer import Consumer
-from refka.client.errors import IllegalStateError, NoOffsetForPartitionError, OffsetOutOfRangeError
+from refka.client.errors import (
+    ConsumerStoppedError,
+    IllegalStateError,
+    NoOffsetForPartitionError,
+    OffsetOutOfRangeError,
+)
 from refka.client.fetcher import ISOLATION_READ_UNCOMMITTED
 from refka.client.group import MemberIdentity
 from refka.client.structs import ConsumerRecord, TopicPartition
@@ -269,3 +274,35 @@ async def test_manual_assignment_gets_no_holds():
 async def _until(condition: Any) -> None:
     while not condition():
         await asyncio.sleep(0.01)
+
+
+async def test_iteration_and_what_the_consumer_knows_of_a_partition():
+    cluster = two_partitions()
+    c = consumer_on(cluster, auto_offset_reset="earliest")
+    await c.start()
+    c.assign([T1])
+    seen = []
+    async for record in c:
+        seen.append(record.offset)
+        if len(seen) == 12:
+            break
+    assert seen == list(range(12))
+    assert c.partitions_for_topic("t") == {0, 1} and c.partitions_for_topic("nope") is None
+    assert (c.highwater(T1), c.last_stable_offset(T1)) == (12, 12)
+    with pytest.raises(IllegalStateError):
+        c.highwater(T0)
+    await c.stop()
+    with pytest.raises(ConsumerStoppedError):  # as aiokafka's
+        [r async for r in c]
+
+
+async def test_unsubscribing_gives_the_partitions_up_and_leaves_the_group():
+    cluster = two_partitions()
+    c = consumer_on(cluster, "t", group_id="g", auto_offset_reset="earliest", enable_auto_commit=False)
+    await c.start()
+    await collect(c, 24)
+    assert c.subscription() == {"t"}
+    c.unsubscribe()
+    await asyncio.wait_for(_until(lambda: bool(cluster.asked("LeaveGroup"))), 5)
+    assert c.assignment() == frozenset() and c.subscription() == frozenset()
+    await c.stop()
