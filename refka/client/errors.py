@@ -23,3 +23,32 @@ class KafkaTimeoutError(Exception):
 
 class ProducerClosed(Exception):
     """The producer was stopped before the record could be sent."""
+
+
+class ConsumerStoppedError(Exception):
+    """The consumer was stopped (``getmany`` and the iterator end with it)."""
+
+
+class IllegalStateError(Exception):
+    """Asked of a partition the consumer is not assigned, or of a consumer not subscribed."""
+
+
+class IllegalOperation(Exception):
+    """Asked what needs a ``group_id`` (commit, committed) of a consumer without one."""
+
+
+class CommitFailedError(Exception):
+    """The group rebalanced (or dropped this member) before the commit: the partitions may be
+    another member's now, so the offsets were not committed."""
+
+
+class OffsetOutOfRangeError(KafkaError):
+    """A fetch position outside the log, with ``auto_offset_reset="none"``."""
+
+    def __init__(self, positions: dict[object, int]) -> None:
+        super().__init__(ErrorCode.OFFSET_OUT_OF_RANGE, f"positions {positions}")
+        self.positions = positions
+
+
+class NoOffsetForPartitionError(Exception):
+    """No committed offset and ``auto_offset_reset="none"``."""

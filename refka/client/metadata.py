@@ -55,6 +55,7 @@ class TopicMetadata:
     partitions: dict[int, PartitionMetadata] = field(default_factory=dict)
     counts: PartitionCounts | None = None
     topic_epoch: int = -1
+    topic_id: bytes = b"\x00" * 16  # KIP-516 (Metadata v10+); Fetch v13+ names topics by it
 
     @property
     def partition_count(self) -> int:
@@ -95,7 +96,7 @@ class ClusterMetadata:
                 continue
             self.errors.pop(t.name, None)
             old = self.topics.get(t.name)
-            new = TopicMetadata(t.name, topic_epoch=t.topic_epoch)
+            new = TopicMetadata(t.name, topic_epoch=t.topic_epoch, topic_id=bytes(t.topic_id))
             pc = t.partition_counts
             if pc is not None:
                 new.counts = PartitionCounts(pc.initial_partition_count, pc.undeleted_partition_count)
