@@ -7,7 +7,9 @@ the answers per partition, and calls the key listener.
 The consumer (consumer.py) drives it:
 
 - ``on_assigned(member, assigned, metadata)`` after each SyncGroup: plans the
-  holds of the assigned partitions and asks what it can at once;
+  holds of the assigned partitions, then does what ``poll`` does without
+  positions (so the coordinator learns at once which partitions this member
+  waits for, and tells it which of its own others wait for);
 - ``on_revoked(revoked)``: forgets those partitions;
 - ``limit(tp)`` before delivering: records of ``tp`` with offset < limit may
   go (None: no limit; 0: nothing);
@@ -43,7 +45,7 @@ the consumer goes on):
 - ``on_partition_key_assigned([P1, ...])``: step 4.4, when P1's creation hold
   is released; step 5.3, when a deletion hold of P1 is lifted (per blocker P3,
   as the step says: two marked partitions drained at two polls are two calls).
-  Only from ``poll``, one call per poll, each partition in it once. Nothing
+  One call per ``on_assigned`` or ``poll``, each partition in it once. Nothing
   else releases a hold, so the keys a release lets in always come after a call.
 - ``on_partition_key_maybe_revoked([P1, ...])``: step 7), just before the
   ConsumerGroupPosition request that carries this member's positions of those
@@ -262,7 +264,8 @@ class OrderedDelivery:
                 self._plan(tp, tm.counts.initial, tm.counts.undeleted,
                            [p for p in tm.partitions if p >= tm.counts.undeleted])
             self._config_due |= topics  # it may have changed; the last answer counts until then
-            await self._resolve()
+            if self._tracked:
+                await self._round({}, {})
 
     def on_revoked(self, revoked: Collection[TopicPartition]) -> None:
         self._forget(set(map(_tp, revoked)))
@@ -295,20 +298,23 @@ class OrderedDelivery:
         """Every heartbeat interval (seed 7)): asks again what is unanswered, reports this
         member's positions and learns the group's positions of the partitions that block."""
         async with self._lock:
-            if self._member is None or not self._tracked:
-                return
-            if self._stale_topics:
-                stale, self._stale_topics = self._stale_topics, set()
-                try:
-                    await self.cluster.refresh(stale)
-                except KafkaConnectionError as e:
-                    _log.warning("ordered_delivery_metadata_failed", error=str(e))
-                    self._stale_topics |= stale
-            await self._resolve()
-            await self._exchange_positions(positions, high_watermarks)
-            await self._check_drained()
-            self._release_gone()
-            self._notify_assigned()
+            if self._member is not None and self._tracked:
+                await self._round(positions, high_watermarks)
+
+    async def _round(self, positions: Mapping[TopicPartition, tuple[int, int]],
+                     high_watermarks: Mapping[TopicPartition, int]) -> None:
+        if self._stale_topics:
+            stale, self._stale_topics = self._stale_topics, set()
+            try:
+                await self.cluster.refresh(stale)
+            except KafkaConnectionError as e:
+                _log.warning("ordered_delivery_metadata_failed", error=str(e))
+                self._stale_topics |= stale
+        await self._resolve()
+        await self._exchange_positions(positions, high_watermarks)
+        await self._check_drained()
+        self._release_gone()
+        self._notify_assigned()
 
     # -- planning ------------------------------------------------------------------------
 
@@ -479,7 +485,8 @@ class OrderedDelivery:
     async def _exchange_positions(self, positions: Mapping[TopicPartition, tuple[int, int]],
                                   high_watermarks: Mapping[TopicPartition, int]) -> None:
         member = self._member
-        assert member is not None
+        if member is None or not self._tracked:  # e.g. every topic turned out to have it off
+            return
         needs = self._needs()
         reports: dict[TopicPartition, tuple[int, int]] = {}
         for tp in sorted(self._needed & self._tracked):

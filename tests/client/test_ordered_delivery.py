@@ -231,7 +231,7 @@ async def test_a_new_partition_is_held_until_the_group_position_of_its_blocker_p
         await a.poll({tp(1): (0, 0), tp(2): (0, 0)}, {})
         await b.poll({tp(0): (position, epoch)}, {tp(0): hw})
 
-    await round_(5, 0, 20)  # a names partition 0; b learns it is needed
+    # on_assigned told the coordinator that a needs partition 0, and b that it is needed.
     await round_(5, 0, 20)  # b reports 5 (its first report)
     assert b_heard.calls == [("maybe_revoked", [tp(0)])]
     await round_(9, 0, 20)  # a sees 5; 9 is not reported: below the high watermark, same epoch
@@ -280,9 +280,10 @@ async def test_a_creation_hold_ends_when_the_blocker_is_removed_from_the_topic()
 async def test_a_blocker_without_records_before_the_expansion_releases_at_the_first_answer():
     c = expanded()
     c.epoch_ends[(tp(0), 0)] = 0  # lowerOffsetThreshold -1
+    c.fail[ConsumerGroupPosition.name] = [ErrorCode.REBALANCE_IN_PROGRESS]
     a, heard = gate(c)
     await a.on_assigned(c.assign("a", tp(2)), [tp(2)], c.metadata)
-    assert a.limit(tp(2)) == 0
+    assert a.limit(tp(2)) == 0 and heard.calls == []
     await a.poll({}, {})
     assert a.limit(tp(2)) is None and heard.calls == [("assigned", [tp(2)])]
 
@@ -320,9 +321,8 @@ async def test_a_partition_a_shrink_moved_keys_to_delivers_up_to_its_threshold_u
         await a.poll({tp(0): (60, 1)}, {tp(0): 80})
         await b.poll({tp(2): (position, 0)}, {tp(2): hw})
 
-    await round_(12, 30)
-    await round_(12, 30)  # b reports 12
-    await round_(29, 30)
+    await round_(12, 30)  # b reports 12 (it learned in on_assigned that it is needed)
+    await round_(29, 30)  # a sees 12; 29 is not reported
     assert a.limit(tp(0)) == 50 and a.holds(tp(0)) == (Hold("deletion", 2, 49, 12),)
     await round_(30, 30)  # drained: b reports its high watermark
     await a.poll({tp(0): (60, 1)}, {})
@@ -424,10 +424,9 @@ async def test_a_failed_position_report_is_sent_again_without_a_second_maybe_rev
     b, b_heard = gate(c)
     await a.on_assigned(c.assign("a", tp(2)), [tp(2)], c.metadata)
     await b.on_assigned(c.assign("b", tp(0)), [tp(0)], c.metadata)
-    await a.poll({}, {})
-    await b.poll({tp(0): (3, 0)}, {tp(0): 10})  # needed
     c.fail[ConsumerGroupPosition.name] = [ErrorCode.REBALANCE_IN_PROGRESS]
-    await b.poll({tp(0): (3, 0)}, {tp(0): 10})  # reported, refused
+    await b.poll({tp(0): (3, 0)}, {tp(0): 10})  # needed (b learned it in on_assigned): reported, refused
+    assert b_heard.calls == [("maybe_revoked", [tp(0)])] and (T, 0) not in c.positions.positions
     await b.poll({tp(0): (3, 0)}, {tp(0): 10})  # reported again
     assert b_heard.calls == [("maybe_revoked", [tp(0)])]
     assert c.positions.positions[(T, 0)][0] == 3
@@ -490,8 +489,9 @@ async def test_revoked_partitions_are_forgotten():
     await a.on_assigned(c.assign("a", tp(2)), [tp(2)], c.metadata)
     a.on_revoked([tp(2)])
     assert a.limit(tp(2)) is None and a.holds(tp(2)) == ()
+    asked = c.count(ConsumerGroupPosition)
     await a.poll({}, {})
-    assert c.count(ConsumerGroupPosition) == 0 and heard.calls == []
+    assert c.count(ConsumerGroupPosition) == asked and heard.calls == []
 
 
 async def test_a_listener_that_raises_does_not_stop_the_gate():
