@@ -96,6 +96,10 @@ Choices where the seed is not precise:
   (``creation_blocker`` refuses it) or a leaderEpochBeforeDeletion without an
   entry for P1 is logged and keeps P1 held: only a release can break the
   order, a hold only delays.
+- ``enable.ordered.delivery`` is asked (DescribeConfigs, one request for the
+  topics assigned) at every ``on_assigned``, so a change is seen at the next
+  rebalance; until the first answer for a topic its partitions deliver
+  nothing, later the last answer counts while the new one is awaited.
 - A position known from the group for P3 is kept as the largest seen: positions
   only show what the group has delivered, which a later, smaller one (a member
   restarting from its commit) does not undo.
