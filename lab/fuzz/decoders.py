@@ -31,6 +31,7 @@ with atheris.instrument_imports():
     from refka.protocol.api import join
     from refka.protocol.codec import DecodeError
     from refka.protocol.messages import APIS
+    from refka.protocol.record_walk import COMPILED, walk_records, walk_records_in_python
     from refka.protocol.records import (
         CorruptRecordError,
         InvalidRecordError,
@@ -39,7 +40,6 @@ with atheris.instrument_imports():
         iter_records,
         record_data,
     )
-    from refka.protocol.record_walk import COMPILED, walk_records, walk_records_in_python
 
 from .seeds import Seeds
 

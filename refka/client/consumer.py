@@ -36,10 +36,13 @@ before any record of the assignment can be delivered; ``gate.on_revoked(...)``
 before each rejoin; ``gate.limit(tp)`` at each delivery (records with an
 offset at or above it stay buffered, and the position only moves over
 delivered records); ``await gate.poll(positions, high_watermarks)`` every
-heartbeat interval, after which held records may be delivered. It is built
-by ``_gate_factory(cluster, group_id, key_listener)``; the default,
-``_NoHolds``, holds nothing (a stock Kafka broker's topics, or a consumer
-without ordered delivery).
+heartbeat interval, after which held records may be delivered. In a group
+it is ordered_delivery.py's ``OrderedDelivery`` (which itself holds nothing
+for topics without KIP-253's counts, a stock Kafka broker's, or with
+``enable.ordered.delivery=false``); without a group, or with
+``ordered_delivery=False`` (the consumer then delivers as a stock one does:
+what a benchmark compares), ``_NoHolds``, which holds nothing. Tests hand in
+their own with ``_gate_factory(cluster, group_id, key_listener)``.
 
 Choices: ``getmany`` returns at most ``max_records`` (default
 ``max_poll_records``, None: all buffered) taking partitions in turn from a
@@ -78,6 +81,7 @@ from .errors import (
 from .fetcher import Fetcher
 from .group import GroupMember, MemberIdentity, partition_snapshot
 from .metadata import ClusterMetadata
+from .ordered_delivery import KeyListener, OrderedDelivery
 from .structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 log = structlog.get_logger("refka.client.consumer")
@@ -128,7 +132,8 @@ class Consumer:
         bootstrap_servers: str | Iterable[str] = "127.0.0.1:9092",
         client_id: str | None = None,
         group_id: str | None = None,
-        key_listener: Any = None,
+        key_listener: KeyListener | None = None,
+        ordered_delivery: bool = True,
         auto_offset_reset: str = "latest",
         enable_auto_commit: bool = True,
         auto_commit_interval_ms: int = 5000,
@@ -144,7 +149,7 @@ class Consumer:
         request_timeout_ms: int = 40000,
         retry_backoff_ms: int = 100,
         metadata_max_age_ms: int = 300000,
-        _gate_factory: GateFactory = _NoHolds,
+        _gate_factory: GateFactory | None = None,
     ) -> None:
         if max_poll_records is not None and max_poll_records < 1:
             raise ValueError("max_poll_records must be a positive integer")
@@ -163,6 +168,8 @@ class Consumer:
             self._cluster, group_id, session_timeout_ms=session_timeout_ms,
             rebalance_timeout_ms=rebalance_timeout_ms, heartbeat_interval_ms=heartbeat_interval_ms,
             retry_backoff_ms=retry_backoff_ms, request_timeout_ms=request_timeout_ms)
+        if _gate_factory is None:
+            _gate_factory = OrderedDelivery if group_id is not None and ordered_delivery else _NoHolds
         self._gate: DeliveryGate = _gate_factory(self._cluster, group_id or "", key_listener)
         self._fetcher = Fetcher(
             self._cluster, limit=self._limit, on_metadata_wanted=self._want_metadata,
