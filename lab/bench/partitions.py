@@ -182,7 +182,8 @@ async def _connect(port: int) -> BrokerConnection:
 
 def _metadata_request(topic: str | None) -> Any:
     R = Metadata.Request
-    return R(topics=None if topic is None else [R.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False)
+    return R(topics=None if topic is None else [R.MetadataRequestTopic(name=topic)], allow_auto_topic_creation=False,
+             refka_extensions=True)
 
 
 async def topic_metadata(conn: BrokerConnection, topic: str) -> Any:

@@ -119,11 +119,24 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     # leaders of partitions marked for deletion whether they are empty, and removes those that are.
     "partition.deletion.check.interval.ms": (int, 30_000),
     "leader.discovery.hints.enable": (bool, True),
+    # refka's tagged fields (protocol/extensions.py) in Metadata and OffsetFetch answers:
+    # "requested" (only to a client whose request carries refka_extensions, so a stock
+    # client gets what Kafka sends), "always" or "never" (labs). EXTENSION_MODES.
+    "refka.protocol.extensions": (str, "requested"),
     "cluster.id": (str, ""),
     "fetch.max.bytes": (int, 57671680),
     "max.incremental.fetch.session.cache.slots": (int, 1000),
     **_topic_config_synonyms(),
 }
+
+
+EXTENSION_MODES = ("requested", "always", "never")
+
+
+def answers_extensions(mode: str, requested: bool) -> bool:
+    """Whether an answer carries refka's tagged fields, under refka.protocol.extensions
+    ``mode``, to a request whose refka_extensions is ``requested``."""
+    return mode == "always" or (requested and mode == "requested")
 
 
 def parse_value(kind: type, raw: str) -> Any:
@@ -185,6 +198,9 @@ class BrokerConfig:
             else:
                 self.values[name] = default
         self.unknown = sorted(k for k in self.raw if k not in DEFAULTS)
+        if self.values["refka.protocol.extensions"] not in EXTENSION_MODES:
+            raise ValueError(f"invalid value for refka.protocol.extensions: "
+                             f"{self.values['refka.protocol.extensions']!r} (one of {', '.join(EXTENSION_MODES)})")
         ib = self.inter_broker_listener
         for name in ("listeners", "advertised.listeners"):
             # As Kafka refuses to start: brokers would look for each other on a listener that

@@ -76,7 +76,7 @@ class ClusterClient:
         names = sorted(set(topics))
         R = Metadata.Request
         req = R(topics=[R.MetadataRequestTopic(name=t) for t in names],
-                allow_auto_topic_creation=self.allow_auto_topic_creation)
+                allow_auto_topic_creation=self.allow_auto_topic_creation, refka_extensions=True)
         last: Exception | None = None
         for node_id in list(self.metadata.brokers):
             try:

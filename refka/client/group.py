@@ -446,8 +446,8 @@ class GroupMember:
                 G = F.OffsetFetchRequestGroup
                 return F(groups=[G(group_id=self.group_id, topics=[
                     G.OffsetFetchRequestTopics(name=t, partition_indexes=ps) for t, ps in by_topic.items()])],
-                    require_stable=True)
-            return F(group_id=self.group_id, require_stable=True, topics=[
+                    require_stable=True, refka_extensions=True)
+            return F(group_id=self.group_id, require_stable=True, refka_extensions=True, topics=[
                 F.OffsetFetchRequestTopic(name=t, partition_indexes=ps) for t, ps in by_topic.items()])
 
         resp, step, code = await self._retried("OffsetFetch", body, lambda r: [

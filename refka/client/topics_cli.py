@@ -52,7 +52,7 @@ async def _create(conn, args) -> int:
 async def _metadata(conn, names):
     R = Metadata.Request
     topics = None if not names else [R.MetadataRequestTopic(name=n) for n in names]
-    return await conn.request(Metadata, R(topics=topics, allow_auto_topic_creation=False))
+    return await conn.request(Metadata, R(topics=topics, allow_auto_topic_creation=False, refka_extensions=True))
 
 
 async def _list(conn, args) -> int:

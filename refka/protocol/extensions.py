@@ -18,6 +18,13 @@ API_PARTITION_LEADER_EPOCHS_FOR_PARTITIONS = 10253  # KIP-253
 API_CONSUMER_GROUP_POSITION = 10254  # KIP-253
 
 # tags
+# MetadataRequest, OffsetFetchRequest, top level: refka_extensions, a bool the client sets
+# when it reads refka's tagged fields. Without it the answer carries none of them: what
+# Kafka 3.9 sends, byte for byte in structure, since a stock client may mis-read tagged
+# fields it does not know (@platformatic/kafka 1.35 cannot parse Metadata v12 with them).
+# The broker property refka.protocol.extensions (requested | always | never) overrides
+# that for labs.
+TAG_EXTENSIONS_REQUESTED = 10000
 # MetadataResponse: controller_epoch + controller_metadata_epoch (top level),
 # topic_epoch (topic), partition_epoch (partition); KIP-232.
 TAG_EPOCHS = 10232

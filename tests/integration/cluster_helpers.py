@@ -81,12 +81,12 @@ class Raw:
 
 
 def metadata(port: int, *topics: str) -> Any:
-    """Metadata v12 for ``topics`` from the broker at ``port``."""
+    """Metadata v12 for ``topics`` from the broker at ``port``, refka's tagged fields asked for."""
     raw = Raw(port)
     try:
         md, _ = raw.call_raw(Metadata, Metadata.Request(
             topics=[Metadata.Request.MetadataRequestTopic(name=t) for t in topics],
-            allow_auto_topic_creation=False), 12)
+            allow_auto_topic_creation=False, refka_extensions=True), 12)
     finally:
         raw.close()
     return md

@@ -17,8 +17,10 @@ Behavior:
 - A partition whose leader is not a live broker is LEADER_NOT_AVAILABLE with
   leader -1.
 - refka's KIP-232/253 tagged fields (v9+) carry the controller epochs,
-  partition_epoch, topic_epoch and the initial/undeleted partition counts;
-  stock clients skip them.
+  partition_epoch, topic_epoch and the initial/undeleted partition counts,
+  only to a request with refka_extensions (refka.protocol.extensions may say
+  always or never): a stock client gets the fields Kafka 3.9 sends and no
+  others (protocol/extensions.py says why).
 - KIP-526: each request's named topics are recorded per client (broker.stats).
 
 Version notes:
@@ -35,6 +37,7 @@ from typing import Any
 from refka.protocol import ErrorCode
 from refka.protocol.messages.metadata import Metadata
 
+from ..config import answers_extensions
 from ..controller_side import InvalidTopicError, validate_topic_name
 from ..metadata_cache import ZERO_UUID, TopicMeta
 from ..registry import handles
@@ -50,7 +53,7 @@ NONE = ErrorCode.NONE
 LEADER_NOT_AVAILABLE = ErrorCode.LEADER_NOT_AVAILABLE
 
 
-def _topic_response(t: TopicMeta, live: dict) -> Any:
+def _topic_response(t: TopicMeta, live: dict, ext: bool) -> Any:
     parts = []
     for p in sorted(t.partitions.values(), key=lambda p: p.partition):
         ok = p.leader in live
@@ -63,7 +66,7 @@ def _topic_response(t: TopicMeta, live: dict) -> Any:
                 replica_nodes=p.replicas,
                 isr_nodes=p.isr,
                 offline_replicas=p.offline_replicas,
-                partition_epoch=p.partition_epoch,
+                partition_epoch=p.partition_epoch if ext else -1,
             )
         )
     return RTopic(
@@ -72,12 +75,12 @@ def _topic_response(t: TopicMeta, live: dict) -> Any:
         topic_id=t.topic_id,
         is_internal=t.is_internal,
         partitions=parts,
-        topic_epoch=t.topic_epoch,
+        topic_epoch=t.topic_epoch if ext else -1,
         partition_counts=RCounts(
             initial_partition_count=t.initial_partition_count,
             undeleted_partition_count=t.undeleted_partition_count,
         )
-        if t.initial_partition_count >= 0
+        if ext and t.initial_partition_count >= 0
         else None,
     )
 
@@ -109,12 +112,13 @@ def handle_metadata(ctx, req):
         if ep is not None:
             brokers.append(RBroker(node_id=b.node_id, host=ep[0], port=ep[1], rack=b.rack))
     live = cache.brokers
+    ext = answers_extensions(broker.config["refka.protocol.extensions"], req.refka_extensions)
 
     topics_out = []
     requested = req.topics
     if requested is None or (v == 0 and not requested):
         for t in cache.topics.values():
-            topics_out.append(_topic_response(t, live))
+            topics_out.append(_topic_response(t, live, ext))
         broker.stats.metadata_request(ctx.client_id, None)
     else:
         allow_create = broker.config["auto.create.topics.enable"] and (v < 4 or req.allow_auto_topic_creation)
@@ -127,12 +131,12 @@ def handle_metadata(ctx, req):
                     topics_out.append(RTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=rt.topic_id))
                     continue
                 names.append(t.name)
-                topics_out.append(_topic_response(t, live))
+                topics_out.append(_topic_response(t, live, ext))
                 continue
             names.append(name)
             t = cache.topic(name)
             if t is not None:
-                topics_out.append(_topic_response(t, live))
+                topics_out.append(_topic_response(t, live, ext))
                 continue
             try:
                 validate_topic_name(name)
@@ -156,8 +160,8 @@ def handle_metadata(ctx, req):
             controller_epoch=cache.controller_epoch,
             controller_metadata_epoch=cache.controller_metadata_epoch,
         )
-        if cache.controller_epoch >= 0
+        if ext and cache.controller_epoch >= 0
         else None,
-        max_partition_epoch=cache.max_partition_epoch,
+        max_partition_epoch=cache.max_partition_epoch if ext else -1,
     )
 

@@ -9,6 +9,8 @@ Behavior:
 - Group errors: NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS: per partition
   in v1, top-level (and no partitions) in v2-v7, per group in v8+.
 - require_stable (v7+) never waits: no transactional commit is ever pending.
+- topic_epoch is answered only to a request with refka_extensions (or as
+  refka.protocol.extensions says): -1, so absent, otherwise.
 
 Version notes:
 - v1 offsets from Kafka (KIP-896 dropped v0). v2 null topics, top-level error_code.
@@ -23,6 +25,7 @@ from __future__ import annotations
 from refka.protocol import ErrorCode
 from refka.protocol.messages.offset_fetch import OffsetFetch
 
+from ..config import answers_extensions
 from ..registry import handles
 
 Resp = OffsetFetch.Response
@@ -46,24 +49,25 @@ def _fetch(groups, group_id: str, topics):
     return err, by_topic
 
 
-def _partition(cls, partition: int, o, error: ErrorCode = ErrorCode.NONE):
+def _partition(cls, partition: int, o, error: ErrorCode = ErrorCode.NONE, extensions: bool = False):
     if o is None:
         return cls(partition_index=partition, committed_offset=-1, committed_leader_epoch=-1, metadata="",
                    error_code=error, topic_epoch=-1)
     return cls(partition_index=partition, committed_offset=o.offset, committed_leader_epoch=o.leader_epoch,
-               metadata=o.metadata, error_code=error, topic_epoch=o.topic_epoch)
+               metadata=o.metadata, error_code=error, topic_epoch=o.topic_epoch if extensions else -1)
 
 
 @handles(OffsetFetch.key, 1, 9)
 def handle_offset_fetch(ctx, req):
     groups = ctx.broker.groups
     v = ctx.api_version
+    ext = answers_extensions(ctx.broker.config["refka.protocol.extensions"], req.refka_extensions)
     if v >= 8:
         out = []
         for rg in req.groups:
             err, by_topic = _fetch(groups, rg.group_id, rg.topics)
             topics = [] if err else [
-                RGTopic(name=name, partitions=[_partition(RGPart, p, o) for p, o in parts])
+                RGTopic(name=name, partitions=[_partition(RGPart, p, o, extensions=ext) for p, o in parts])
                 for name, parts in by_topic.items()
             ]
             out.append(RGroup(group_id=rg.group_id, topics=topics, error_code=err))
@@ -78,5 +82,6 @@ def handle_offset_fetch(ctx, req):
     if err:
         return Resp(error_code=err, topics=[])
     return Resp(error_code=ErrorCode.NONE, topics=[
-        RTopic(name=name, partitions=[_partition(RPart, p, o) for p, o in parts]) for name, parts in by_topic.items()
+        RTopic(name=name, partitions=[_partition(RPart, p, o, extensions=ext) for p, o in parts])
+        for name, parts in by_topic.items()
     ])

@@ -9,11 +9,12 @@ response (topic ID lookups).
 
 refka extensions (tagged, see extensions.py): top level controller epochs
 (KIP-232) and max_partition_epoch (KIP-253); per topic topic_epoch (KIP-232)
-and partition counts (KIP-253); per partition partition_epoch (KIP-232).
+and partition counts (KIP-253); per partition partition_epoch (KIP-232). A
+request carries refka_extensions to get them (extensions.py says why).
 """
 
 from ..api import Api
-from ..extensions import TAG_EPOCHS, TAG_MAX_PARTITION_EPOCH, TAG_PARTITION_COUNTS
+from ..extensions import TAG_EPOCHS, TAG_EXTENSIONS_REQUESTED, TAG_MAX_PARTITION_EPOCH, TAG_PARTITION_COUNTS
 from ..schema import BOOL, INT16, INT32, STRING, UUID, api, array, field, struct
 
 AUTHORIZED_OPERATIONS_UNKNOWN = -(2**31)
@@ -63,6 +64,14 @@ Metadata = Api(
                 BOOL,
                 "8+",
                 about="Ask for authorized operations (KIP-430); refka answers them as unknown.",
+            ),
+            field(
+                "refka_extensions",
+                BOOL,
+                "9+",
+                tag=TAG_EXTENSIONS_REQUESTED,
+                default=False,
+                about="refka: the client reads refka's tagged fields; without it the answer has none.",
             ),
         ),
         response=struct(

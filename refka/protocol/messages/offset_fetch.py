@@ -11,11 +11,12 @@ member_epoch for the new consumer protocol (KIP-848).
 
 refka extension (tagged, see extensions.py): each response partition carries
 the topic_epoch its offset was committed under (KIP-232), in the per-topic
-form (v6-v7) and the per-group form (v8+).
+form (v6-v7) and the per-group form (v8+), when the request carries
+refka_extensions (extensions.py says why).
 """
 
 from ..api import Api
-from ..extensions import TAG_OFFSET_TOPIC_EPOCH
+from ..extensions import TAG_EXTENSIONS_REQUESTED, TAG_OFFSET_TOPIC_EPOCH
 from ..schema import BOOL, INT16, INT32, INT64, STRING, Field, api, array, field, struct
 
 
@@ -99,6 +100,14 @@ OffsetFetch = Api(
                 "7+",
                 default=False,
                 about="Answer UNSTABLE_OFFSET_COMMIT while a transactional commit is pending.",
+            ),
+            field(
+                "refka_extensions",
+                BOOL,
+                "6+",
+                tag=TAG_EXTENSIONS_REQUESTED,
+                default=False,
+                about="refka: the client reads refka's tagged fields; without it the answer has none.",
             ),
         ),
         response=struct(
