@@ -75,7 +75,7 @@ from ..logging import get_logger
 from . import storage
 from .membership import GroupMembership, JoinRequest
 from .metadata import Group, GroupState, GroupSummary, JoinResult, SyncResult
-from .offsets import CONSUMER_PROTOCOL_TYPE, CommittedOffset, expired_offsets
+from .offsets import CONSUMER_PROTOCOL_TYPE, CommittedOffset, expired_offsets, older_epochs
 from .positions import GroupPositions, PositionAnswer, PositionReport
 from .storage import OffsetKey, StoredGroup
 from .timer import Timer
@@ -396,6 +396,9 @@ class GroupCoordinator:
         for tp, o in offsets.items():
             if len(o.metadata.encode()) > self.settings.metadata_max_bytes:
                 result[tp] = E.OFFSET_METADATA_TOO_LARGE
+                continue
+            if older_epochs(o, g.offsets.get(tp)):
+                result[tp] = E.INVALID_INTERNAL_METADATA
                 continue
             records.append((storage.offset_key(group_id, tp[0], tp[1]), storage.offset_value(o)))
             accepted[tp] = o

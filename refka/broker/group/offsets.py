@@ -41,6 +41,18 @@ class CommittedOffset:
     topic_epoch: int = -1  # refka KIP-232: the topic epoch the offset was committed under
 
 
+def older_epochs(new: CommittedOffset, last: CommittedOffset | None) -> bool:
+    """KIP-232 (seed 002, "When coordinator receives the OffsetCommitRequest"): whether a
+    commit carries a topic epoch smaller than the one last committed for its partition, or
+    the same topic epoch and a smaller leader epoch (INVALID_INTERNAL_METADATA, nothing
+    written). A commit with -1 in either (a stock client, an OffsetCommit before v8 for the
+    topic epoch, before v6 for the leader epoch) is never refused: Kafka's behaviour. A
+    stored -1 is older than any epoch."""
+    if new.topic_epoch < 0 or new.leader_epoch < 0 or last is None:
+        return False
+    return (new.topic_epoch, new.leader_epoch) < (last.topic_epoch, last.leader_epoch)
+
+
 def expired_offsets(
     offsets: dict[TopicPartition, CommittedOffset],
     now_ms: int,

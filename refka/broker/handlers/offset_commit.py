@@ -18,8 +18,15 @@ Behavior:
   its answer is UNKNOWN_SERVER_ERROR.)
 - Stored with each offset: committed_leader_epoch (v6+, KIP-320), metadata,
   the commit time, and refka's KIP-232 topic_epoch (tagged, v8+), which
-  OffsetFetch returns. (Refusing a stale topic epoch with
-  INVALID_INTERNAL_METADATA is not done yet.)
+  OffsetFetch returns.
+- KIP-232 (seed 002): a partition whose commit carries both epochs (neither
+  -1) gets INVALID_INTERNAL_METADATA, and nothing of it is written, when its
+  topic_epoch is smaller than the topic's in this broker's metadata (a commit
+  made for a topic since deleted and re-created under the same name), or
+  smaller than the one last committed for the partition, or equal to it with
+  a smaller leader_epoch (group/offsets.py ``older_epochs``). The other
+  partitions of the request are committed. A stock client sends -1 and is
+  never refused.
 - retention_time_ms (v2-v4): -1 follows offsets.retention.minutes (see
   group/offsets.py); any other value makes the offset expire at commit time
   plus that, as Kafka's GroupCoordinatorAdapter computes it. Kafka adds the
@@ -86,13 +93,18 @@ async def handle_offset_commit(ctx, req):
                 # Even with offset.metadata.max.bytes set above what the record can hold.
                 errors[tp] = ErrorCode.OFFSET_METADATA_TOO_LARGE
                 continue
+            topic_epoch = p.topic_epoch if v >= 8 else -1
+            leader_epoch = p.committed_leader_epoch if v >= 6 else -1
+            if 0 <= topic_epoch < cache.topic(t.name).topic_epoch and leader_epoch >= 0:
+                errors[tp] = ErrorCode.INVALID_INTERNAL_METADATA
+                continue
             offsets[tp] = CommittedOffset(
                 offset=p.committed_offset,
-                leader_epoch=p.committed_leader_epoch if v >= 6 else -1,
+                leader_epoch=leader_epoch,
                 metadata=p.committed_metadata or "",
                 commit_timestamp=now,
                 expire_timestamp=expire_timestamp(now, retention),
-                topic_epoch=p.topic_epoch if v >= 8 else -1,
+                topic_epoch=topic_epoch,
             )
     if offsets:
         errors.update(await broker.groups.commit_offsets(
