@@ -81,10 +81,12 @@ $(TSTAMP): pyproject.toml $(STAMP) | system-deps-test
 install: $(STAMP)
 install-test: $(TSTAMP)
 
-js: $(JSDIR)/node_modules/kafkajs/package.json
+js: $(JSDIR)/node_modules/.refka-installed
 
-$(JSDIR)/node_modules/kafkajs/package.json: $(JSDIR)/package.json | system-deps-test
+# KafkaJS and @platformatic/kafka, as package-lock.json pins them.
+$(JSDIR)/node_modules/.refka-installed: $(JSDIR)/package.json $(JSDIR)/package-lock.json | system-deps-test
 	cd $(JSDIR) && npm install --no-audit --no-fund --loglevel=error
+	touch $@
 
 clean:
 	rm -rf $(VENV) $(JSDIR)/node_modules refka-data .pytest_cache
