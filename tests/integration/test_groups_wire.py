@@ -125,17 +125,21 @@ async def test_group_lifecycle_at_the_newest_versions(group_broker):
         FG = FR.OffsetFetchRequestGroup
         fetched = await conn.request(OffsetFetch, FR(groups=[
             FG(group_id=group, topics=[FG.OffsetFetchRequestTopics(name=topic, partition_indexes=[0, 1])]),
-            FG(group_id=f"{group}-other", topics=None)]), version=9)
+            FG(group_id=f"{group}-other", topics=None)], refka_extensions=True), version=9)
         g1, g2 = fetched.groups
         assert g1.error_code == E.NONE and g2.error_code == E.NONE and g2.topics == []
         p0, p1 = g1.topics[0].partitions
         assert (p0.committed_offset, p0.committed_leader_epoch, p0.metadata, p0.topic_epoch) == (5, 3, "meta", 11)
         assert (p1.committed_offset, p1.metadata) == (-1, "")
-        # The same at v7 (top-level error, all topics with null) and v1 (no leader epoch, no tag).
-        v7 = await conn.request(OffsetFetch, FR(group_id=group, topics=None, require_stable=True), version=7)
+        # The same at v7 (top-level error, all topics with null) and v1 (no leader epoch, no tag);
+        # without refka_extensions the tag stays out, as a stock client expects.
+        v7 = await conn.request(OffsetFetch, FR(group_id=group, topics=None, require_stable=True,
+                                                refka_extensions=True), version=7)
         assert v7.error_code == E.NONE
         assert [(t.name, [(p.partition_index, p.committed_offset, p.topic_epoch) for p in t.partitions])
                 for t in v7.topics] == [(topic, [(0, 5, 11)])]
+        stock = await conn.request(OffsetFetch, FR(group_id=group, topics=None, require_stable=True), version=7)
+        assert stock.topics[0].partitions[0].topic_epoch == -1
         v1 = await conn.request(OffsetFetch, FR(group_id=group, topics=[
             FR.OffsetFetchRequestTopic(name=topic, partition_indexes=[0])]), version=1)
         assert v1.topics[0].partitions[0].committed_offset == 5

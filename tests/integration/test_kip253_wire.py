@@ -281,7 +281,8 @@ def test_a_produce_to_a_marked_partition_is_refused_whether_or_not_it_names_a_co
 
 def test_a_marked_partition_is_still_listed_and_fetched_to_its_end(cluster, marked):
     md = call(cluster, 0, Metadata, Metadata.Request(
-        topics=[Metadata.Request.MetadataRequestTopic(name=TOPIC)], allow_auto_topic_creation=False), 12)
+        topics=[Metadata.Request.MetadataRequestTopic(name=TOPIC)], allow_auto_topic_creation=False,
+        refka_extensions=True), 12)
     (t,) = md.topics
     assert sorted(p.partition_index for p in t.partitions) == [0, 1, 2, 3]
     counts = t.partition_counts
