@@ -20,6 +20,8 @@ from __future__ import annotations
 import json
 import os
 import signal
+import threading
+import time
 import uuid
 from typing import Any
 
@@ -294,6 +296,52 @@ def test_failover_removes_the_dead_controller_from_isrs(zk3, kz):
                message="leadership off the dead controller", ignoring=(Exception,))
     s = states(kz, topic)
     assert all(f["old_ctl"] not in v["isr"] for v in s.values()), s
+
+
+def test_no_broker_ever_answers_older_controller_epochs(zk3, kz):
+    """KIP-232 (seed 000): a client rejects metadata whose (controller_epoch,
+    controller_metadata_epoch) is below what it has seen, so no broker may answer a
+    smaller pair than one it answered before: polled on every broker while the
+    controller is killed, comes back, the next one is stopped, and topics are made."""
+    setup_topic(zk3, kz)
+    seen: dict[int, list[tuple[int, int]]] = {b: [] for b in range(3)}
+    stop = threading.Event()
+
+    def poll() -> None:
+        while not stop.is_set():
+            for b in range(3):
+                try:
+                    ce = metadata(zk3.port(b)).controller_epochs
+                except Exception:  # a broker down or starting: nothing answered
+                    continue
+                if ce is not None:  # a broker that has no controller's metadata yet
+                    seen[b].append((ce.controller_epoch, ce.controller_metadata_epoch))
+            time.sleep(0.02)
+
+    poller = threading.Thread(target=poll, daemon=True)
+    poller.start()
+    try:
+        first = controller_of(kz)
+        zk3.procs[first].kill(signal.SIGKILL)
+        second = wait_until(lambda: kz.exists("/controller") and controller_of(kz) != first and controller_of(kz),
+                            message="a second controller", ignoring=(Exception,))
+        zk3.procs[first].start()
+        zk3.create_topic(f"zk-mono-{uuid.uuid4().hex[:6]}", [[0, 1, 2]])
+        zk3.procs[second].stop()  # a controlled shutdown: the controller moves a third time
+        wait_until(lambda: kz.exists("/controller") and controller_of(kz) not in (first, second),
+                   message="a third controller", ignoring=(Exception,))
+        zk3.procs[second].start()
+        zk3.create_topic(f"zk-mono-{uuid.uuid4().hex[:6]}", [[0, 1, 2]])
+        last = controller_epoch(kz)
+        wait_until(lambda: all(seen[b] and seen[b][-1][0] == last for b in range(3)),
+                   message="every broker answering the last controller's epoch")
+    finally:
+        stop.set()
+        poller.join(TIMEOUT)
+    for b, pairs in seen.items():
+        assert len({epoch for epoch, _ in pairs}) >= 2, (b, "saw no controller change")
+        drops = [(a, c) for a, c in zip(pairs, pairs[1:], strict=False) if c < a]
+        assert not drops, f"broker {b} answered an older pair after a newer one: {drops[:5]}"
 
 
 # ---- 3. ZooKeeper session expiry ----------------------------------------------------------------
