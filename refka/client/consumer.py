@@ -25,9 +25,13 @@ Three ways to have partitions, as in aiokafka:
   (generation -1).
 
 All of it runs in one coordination task; the fetcher (``fetcher.py``) has its
-own, and so do the metadata refresh (every ``metadata_max_age_ms``, and at
-once when a fetch error asks), auto-commit (every ``auto_commit_interval_ms``)
-and the gate's poll (every ``heartbeat_interval_ms`` in a group).
+own, and so do the metadata refresh, auto-commit (every
+``auto_commit_interval_ms``) and the gate's poll (every
+``heartbeat_interval_ms`` in a group). The metadata refresh follows KIP-526's
+working set (``working_set.py``) over the topics in use (subscribed, assigned,
+and the group's when this member leads): each is asked again as it ages, a
+share at a time; a fetch error or a new subscription asks for all of them at
+once; a topic out of use for ``metadata_max_idle_ms`` leaves the cache.
 
 The ordered-delivery gate (KIP-253 seed 004 sections 7) and 8), the I/O half
 of ordering.py) is a collaborator with four calls, used only in a group:
@@ -64,6 +68,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from typing import Any, Protocol
 
@@ -83,6 +88,7 @@ from .group import GroupMember, MemberIdentity, partition_snapshot
 from .metadata import ClusterMetadata
 from .ordered_delivery import KeyListener, OrderedDelivery
 from .structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from .working_set import MetadataWorkingSet
 
 log = structlog.get_logger("refka.client.consumer")
 
@@ -149,6 +155,7 @@ class Consumer:
         request_timeout_ms: int = 40000,
         retry_backoff_ms: int = 100,
         metadata_max_age_ms: int = 300000,
+        metadata_max_idle_ms: int = 300000,
         _gate_factory: GateFactory | None = None,
     ) -> None:
         if max_poll_records is not None and max_poll_records < 1:
@@ -162,6 +169,8 @@ class Consumer:
         self.request_timeout = request_timeout_ms / 1000
         self.retry_backoff = retry_backoff_ms / 1000
         self.metadata_max_age = metadata_max_age_ms / 1000
+        self._working_set = MetadataWorkingSet(max_age=self.metadata_max_age, max_idle=metadata_max_idle_ms / 1000,
+                                               retry_backoff=self.retry_backoff)
         self._cluster = ClusterClient(bootstrap_servers, self.client_id, request_timeout=self.request_timeout,
                                       allow_auto_topic_creation=False)
         self._group = None if group_id is None else GroupMember(
@@ -193,7 +202,10 @@ class Consumer:
     # -- starting and stopping ----------------------------------------------------------
 
     async def start(self) -> None:
-        await self._cluster.refresh(self._topics_in_use())
+        topics = self._topics_in_use()
+        self._working_set.use(topics, time.monotonic())
+        if await self._cluster.refresh(topics):
+            self._working_set.answered(topics, time.monotonic())
         self._started = True
         for name, coro in (("fetcher", self._fetcher.run()), ("coordination", self._coordinate()),
                            ("metadata", self._metadata_loop()), ("auto-commit", self._auto_commit_loop()),
@@ -418,9 +430,13 @@ class Consumer:
         log.info("partition_counts_stale", topic=topic)
         self._want_metadata()
 
-    async def _refresh(self) -> bool:
+    async def _refresh(self, topics: Collection[str] | None = None) -> bool:
+        """Metadata for ``topics`` (default: every topic in use); False when no broker answered
+        (an answer older than the cache counts as one: the cache is newer still)."""
+        names = self._topics_in_use() if topics is None else topics
         try:
-            await self._cluster.refresh(self._topics_in_use())
+            if await self._cluster.refresh(names):
+                self._working_set.answered(names, time.monotonic())
         except KafkaConnectionError as e:
             log.info("metadata_refresh_failed", error=str(e))
             return False
@@ -428,19 +444,30 @@ class Consumer:
         return True
 
     async def _metadata_loop(self) -> None:
+        ws = self._working_set
         while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.metadata_max_age):
-                    await self._metadata_wanted.wait()
-            self._metadata_wanted.clear()
-            if not await self._refresh():
-                self._metadata_wanted.set()
-            elif self._in_group and self._group is not None:
+            now = time.monotonic()
+            in_use = self._topics_in_use()
+            ws.use(in_use, now)
+            self._cluster.metadata.forget(ws.evict(now, in_use.__contains__))
+            if self._metadata_wanted.is_set():
+                self._metadata_wanted.clear()
+                ws.request_update()
+            due = ws.due(now)
+            if not due:
+                wake_at = min(ws.next_due(now), ws.next_eviction(), now + self.metadata_max_age)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(0.0, wake_at - now)):
+                        await self._metadata_wanted.wait()
+                continue
+            ws.attempted(now)  # asked again after the back-off when it fails
+            if not await self._refresh(due):
+                continue
+            if self._in_group and self._group is not None:
                 self._group.metadata_changed()
             elif self._subscription is not None and self._group is None:
                 if partition_snapshot(self._cluster.metadata, self._subscription) != self._snapshot:
                     self._changed.set()
-            await asyncio.sleep(self.retry_backoff)  # one refresh per back-off, however many ask
 
     async def _coordinate(self) -> None:
         while True:

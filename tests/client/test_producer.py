@@ -58,7 +58,7 @@ class FakeCluster:
         """The topic's (leader, leader epoch) per partition and (initial, undeleted), for the next Metadata."""
         self.topics[name] = (leaders, counts)
 
-    async def refresh(self, topics: Any) -> None:
+    async def refresh(self, topics: Any) -> bool:
         self.refreshes += 1
         out = []
         for name in topics:
@@ -68,8 +68,8 @@ class FakeCluster:
                 for i, (leader, epoch) in enumerate(leaders)],
                 partition_counts=None if counts is None else MT.PartitionCounts(
                     initial_partition_count=counts[0], undeleted_partition_count=counts[1])))
-        self.metadata.apply(MR(brokers=[MR.MetadataResponseBroker(node_id=i, host="h", port=i) for i in range(3)],
-                               topics=out))
+        return self.metadata.apply(MR(brokers=[MR.MetadataResponseBroker(node_id=i, host="h", port=i)
+                                               for i in range(3)], topics=out))
 
     async def connection(self, node_id: int) -> FakeConnection:
         return FakeConnection(self, node_id)
