@@ -60,8 +60,17 @@ is raised by the next ``getmany``, not swallowed by the coordination task.
 Not here: pattern subscriptions, pause/resume, a rebalance listener
 (``ConsumerRebalanceListener``), ``max_poll_interval_ms``, static membership,
 the incremental (cooperative) protocol, KIP-320's truncation check after a
-leader change (OffsetsForLeaderEpoch on the position), KIP-232 topic epochs in
-commits.
+leader change (OffsetsForLeaderEpoch on the position).
+
+KIP-232 (seed 002; 000 where 002 is silent): commits carry each partition's
+OffsetEpoch, the leader epoch of the last record delivered (or of the seek or
+committed offset before any delivery) and the topic epoch of the latest
+metadata (group.py); ``position_with_offset_epoch(tp)`` gives both with the
+position, ``seek(tp, offset, offset_epoch)`` takes them back (an OffsetEpoch or
+its ``encode()``d bytes; ValueError for anything else), and fetching waits
+until the metadata has caught up with them (fetcher.py), as it does after a
+committed offset. A commit the coordinator refuses as older than the last one
+raises InvalidInternalMetadataError (not retried; auto-commit logs it).
 """
 
 from __future__ import annotations
@@ -87,7 +96,7 @@ from .fetcher import Fetcher
 from .group import GroupMember, MemberIdentity, partition_snapshot
 from .metadata import ClusterMetadata
 from .ordered_delivery import KeyListener, OrderedDelivery
-from .structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from .structs import ConsumerRecord, OffsetAndMetadata, OffsetEpoch, TopicPartition
 from .working_set import MetadataWorkingSet
 
 log = structlog.get_logger("refka.client.consumer")
@@ -347,11 +356,26 @@ class Consumer:
         lso = self._state(tp).last_stable_offset
         return None if lso < 0 else int(lso)
 
-    def seek(self, tp: TopicPartition, offset: int) -> None:
+    async def position_with_offset_epoch(self, tp: TopicPartition) -> OffsetAndMetadata:
+        """KIP-232: the position with its OffsetEpoch (the leader epoch of the last record
+        delivered, the topic epoch of the latest metadata), to store with an offset kept
+        outside Kafka and give back to ``seek``."""
+        position = await self.position(tp)
+        tm = self._cluster.metadata.topics.get(tp.topic)
+        return OffsetAndMetadata(position, "", int(self._state(tp).epoch), tm.topic_epoch if tm is not None else -1)
+
+    def seek(self, tp: TopicPartition, offset: int,
+             offset_epoch: OffsetEpoch | bytes | bytearray | str | None = None) -> None:
+        """The next record delivered from ``tp`` is at ``offset``. With ``offset_epoch``
+        (KIP-232: from ``position_with_offset_epoch``, or its encoded bytes) fetching waits
+        until the metadata is at least as new, and a commit carries its leader epoch until a
+        record is delivered."""
         if not isinstance(offset, int) or offset < 0:
             raise ValueError("offset must be a non-negative integer")
+        if offset_epoch is not None and not isinstance(offset_epoch, OffsetEpoch):
+            offset_epoch = OffsetEpoch.decode(offset_epoch)
         self._state(tp)
-        self._fetcher.seek(tp, offset)
+        self._fetcher.seek(tp, offset, offset_epoch)
 
     async def seek_to_beginning(self, *partitions: TopicPartition) -> bool:
         return await self._seek_to("earliest", partitions)
