@@ -7,6 +7,11 @@ requests a client sent and which topics each named: broker/stats.py).
   than the target fetch size of 20 with one new topic at a time, a few hundred names in
   all where naming every known topic each time would be 20,100); once the 195 idle ones
   have left its cache (metadata_max_idle_ms), its refreshes name only the 5.
+- KIP-232: a group consumer's commit carries the leader epoch of the last record it
+  delivered (1, after an expansion bumped partition 0's epoch) and the topic's epoch from
+  Metadata; OffsetFetch (asked here over the wire) gives both back, and
+  ``position_with_offset_epoch`` says the same; a second consumer handed that position
+  with ``seek(tp, offset, offset_epoch)`` reads on from it.
 """
 
 from __future__ import annotations
@@ -20,9 +25,17 @@ from typing import Any
 import pytest
 from confluent_kafka.admin import NewTopic
 
+from refka.client.cluster import ClusterClient
+from refka.client.consumer import Consumer
 from refka.client.producer import Producer
-from tests.integration.cluster_helpers import InProcessCluster
-from tests.integration.confluent_helpers import admin
+from refka.client.structs import OffsetAndMetadata, TopicPartition
+from refka.protocol import ErrorCode
+from refka.protocol.messages.create_partitions import CreatePartitions
+from refka.protocol.messages.find_coordinator import FindCoordinator
+from refka.protocol.messages.offset_fetch import OffsetFetch
+from tests.integration.cluster_helpers import InProcessCluster, Raw, metadata
+from tests.integration.confluent_helpers import admin, create_topic
+from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(240)]
 
@@ -107,3 +120,98 @@ def test_a_producer_names_only_the_topics_that_need_a_refresh_and_forgets_idle_o
     later = [ts for at, ts in recent if at > evicted]
     assert later and all(set(ts) <= set(kept) for ts in later), later
     assert any(set(ts) == set(kept) for ts in later)  # the age refresh names all 5 together
+
+
+# -- KIP-232 -----------------------------------------------------------------------------------
+
+
+def first_port(cluster: InProcessCluster) -> int:
+    return int(cluster.bootstrap.split(",")[0].rsplit(":", 1)[1])
+
+
+def create_partitions(cluster: InProcessCluster, topic: str, count: int) -> None:
+    C = CreatePartitions.Request
+    raw = Raw(first_port(cluster))
+    try:
+        resp, _ = raw.call_raw(CreatePartitions, C(topics=[C.CreatePartitionsTopic(
+            name=topic, count=count, assignments=None)], timeout_ms=15_000, validate_only=False), 3)
+    finally:
+        raw.close()
+    assert resp.results[0].error_code == ErrorCode.NONE, resp
+
+
+async def committed_over_the_wire(bootstrap: str, group: str, tp: TopicPartition) -> tuple[int, int, int]:
+    """(offset, leader epoch, topic epoch) from an OffsetFetch v9 to the group's coordinator."""
+    cc = ClusterClient(bootstrap, "kip232-oracle", request_timeout=10)
+    try:
+        await cc.refresh(())
+        conn = await cc.connection(next(iter(cc.metadata.brokers)))
+        found = await conn.request(FindCoordinator, FindCoordinator.Request(key=group, key_type=0), 3)
+        assert found.error_code == ErrorCode.NONE, found
+        coordinator = await cc.connection(found.node_id)
+        R = OffsetFetch.Request
+        G = R.OffsetFetchRequestGroup
+        resp = await coordinator.request(OffsetFetch, R(groups=[G(group_id=group, topics=[
+            G.OffsetFetchRequestTopics(name=tp.topic, partition_indexes=[tp.partition])])], require_stable=True), 9)
+        (p,) = resp.groups[0].topics[0].partitions
+        return p.committed_offset, p.committed_leader_epoch, p.topic_epoch
+    finally:
+        await cc.close()
+
+
+def test_commits_carry_the_offset_epoch_and_a_position_with_it_is_handed_on(cluster):
+    topic, group = unique("epochs"), unique("group")
+    tp0 = TopicPartition(topic, 0)
+    create_topic(cluster.bootstrap, topic, 1)
+    port = first_port(cluster)
+
+    async def produce(values: list[bytes]) -> None:
+        p = Producer(bootstrap_servers=cluster.bootstrap, acks="all")
+        await p.start()
+        try:
+            for v in values:
+                await p.send_and_wait(topic, v, partition=0)
+        finally:
+            await p.stop()
+
+    run(produce([b"a", b"b", b"c"]))
+    create_partitions(cluster, topic, 2)  # bumps partition 0's leader epoch (KIP-253 expansion)
+    wait_until(lambda: len(metadata(port, topic).topics[0].partitions) == 2
+               and metadata(port, topic).topics[0].partitions[0].leader_epoch >= 1,
+               timeout=TIMEOUT, message="the expansion in Metadata")
+    run(produce([b"d", b"e"]))
+    md = metadata(port, topic).topics[0]
+    topic_epoch, leader_epoch = md.topic_epoch, md.partitions[0].leader_epoch
+    assert topic_epoch >= 0 and leader_epoch >= 1
+
+    async def consume_commit_and_hand_on() -> tuple[OffsetAndMetadata, tuple[int, int, int], list[bytes]]:
+        c = Consumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group, auto_offset_reset="earliest",
+                     enable_auto_commit=False, heartbeat_interval_ms=200)
+        await c.start()
+        try:
+            got: list[bytes] = []
+            while len(got) < 5:
+                for records in (await c.getmany(tp0, timeout_ms=1000)).values():
+                    got.extend(r.value for r in records)
+            await c.commit()
+            om = await c.position_with_offset_epoch(tp0)
+        finally:
+            await c.stop()
+        on_wire = await committed_over_the_wire(cluster.bootstrap, group, tp0)
+        other = Consumer(bootstrap_servers=cluster.bootstrap)
+        await other.start()
+        try:
+            other.assign([tp0])
+            other.seek(tp0, 3, om.offset_epoch.encode())
+            rest: list[bytes] = []
+            while len(rest) < 2:
+                for records in (await other.getmany(timeout_ms=1000)).values():
+                    rest.extend(r.value for r in records)
+        finally:
+            await other.stop()
+        return om, on_wire, rest
+
+    om, on_wire, rest = run(consume_commit_and_hand_on())
+    assert om == OffsetAndMetadata(5, "", leader_epoch, topic_epoch)
+    assert on_wire == (5, leader_epoch, topic_epoch)
+    assert rest == [b"d", b"e"]
