@@ -76,6 +76,12 @@ The sender asks the working set what to refresh at each wake: a new topic at
 once, the urgent ones with a share of the aging ones sized by the target fetch
 size, the whole working set after an invalid-metadata error (and for a re-hash).
 
+The compacted-topic tombstone (seed 004 section 9), ``tombstones.py``): each
+keyed record hashed to a partition at or above initial_partition_count is shown
+to ``SplitTombstones``, which decides (once per partition, cached) whether the
+partition it was split from gets a (key, null) record, and sends those with
+acks=0 beside the producer's own batches.
+
 Not here yet: transactions, a bound on buffered memory (``send`` never waits for
 room).
 """
@@ -96,6 +102,7 @@ from refka.client.connection import BrokerConnectionError
 from refka.client.errors import KafkaError, KafkaTimeoutError, ProducerClosed
 from refka.client.metadata import BrokerEndpoint, TopicMetadata
 from refka.client.partitioning import default_partition, murmur2
+from refka.client.tombstones import SplitTombstones
 from refka.client.working_set import MetadataWorkingSet
 from refka.protocol import ErrorCode
 from refka.protocol.messages.init_producer_id import InitProducerId
@@ -228,6 +235,10 @@ class Producer:
                                                retry_backoff=self.retry_backoff)
         self._metadata_answered: asyncio.Future[None] | None = None  # resolved by the next refresh
         self._flushing = 0
+        self._tombstones = SplitTombstones(
+            self._cluster, compression=self.compression, request_timeout_ms=request_timeout_ms,
+            retry_backoff=self.retry_backoff, recheck_after=self.metadata_max_age,
+            on_metadata_wanted=self._working_set.request_update)
         self._sender: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
@@ -261,6 +272,7 @@ class Producer:
             for fut in self._outstanding:
                 if not fut.done():
                     fut.set_exception(ProducerClosed("producer stopped"))
+            await self._tombstones.close()
             await self._cluster.close()
 
     async def send(self, topic: str, value: bytes | None = None, key: bytes | None = None,
@@ -387,6 +399,8 @@ class Producer:
             index = self._partition_for(r, tm, ts)
             if index is None:
                 continue
+            if r.key is not None and r.partition is None and tm.counts is not None and index >= tm.counts.initial:
+                self._tombstones.on_record(topic, tm.counts, index, r.key, r.timestamp)
             batch = self._open_batch(ts.partition(index), r)
             if batch is None and r.partition is None and r.key is None:
                 ts.sticky = None  # the sticky partition's batch closed: unkeyed records move on
