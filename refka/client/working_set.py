@@ -161,7 +161,9 @@ class MetadataWorkingSet:
         if now < self._last_attempt + self.retry_backoff:
             return []
         if self._update_all:
-            return sorted(self._used)
+            if self._used:
+                return sorted(self._used)
+            self._update_all = False  # nothing to update: the flag must not keep the caller awake
         if not self._wanted and now < self._next_walk:
             return []
         urgent: list[str] = []
@@ -190,7 +192,7 @@ class MetadataWorkingSet:
     def next_due(self, now: float) -> float:
         """When ``due`` may next answer something (``math.inf``: not before something happens)."""
         allowed = self._last_attempt + self.retry_backoff
-        if self._update_all or self._wanted:
+        if (self._update_all and self._used) or self._wanted:
             return max(now, allowed)
         return max(allowed, self._next_walk, now) if self._next_walk != math.inf else math.inf
 

@@ -138,5 +138,7 @@ def test_a_wanted_topic_is_asked_again_after_an_answer_that_had_no_metadata_for_
 def test_nothing_is_due_without_topics_and_max_idle_has_the_seeds_floor():
     ws = working_set()
     assert ws.due(0.0) == [] and ws.next_due(0.0) == math.inf
+    ws.request_update()  # an error with nothing in use: no request, and nothing to wake for
+    assert ws.due(0.0) == [] and ws.next_due(0.0) == math.inf
     with pytest.raises(ValueError):
         working_set(max_idle=4.9)
