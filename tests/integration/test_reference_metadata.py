@@ -9,7 +9,7 @@ requests a client sent and which topics each named: broker/stats.py).
   have left its cache (metadata_max_idle_ms), its refreshes name only the 5.
 - KIP-232: a group consumer's commit carries the leader epoch of the last record it
   delivered (1, after an expansion bumped partition 0's epoch) and the topic's epoch from
-  Metadata; OffsetFetch (asked here over the wire) gives both back, and
+  Metadata; OffsetFetch (asked by a fresh client) gives both back, and
   ``position_with_offset_epoch`` says the same; a second consumer handed that position
   with ``seek(tp, offset, offset_epoch)`` reads on from it.
 """
@@ -27,12 +27,11 @@ from confluent_kafka.admin import NewTopic
 
 from refka.client.cluster import ClusterClient
 from refka.client.consumer import Consumer
+from refka.client.group import GroupMember
 from refka.client.producer import Producer
 from refka.client.structs import OffsetAndMetadata, TopicPartition
 from refka.protocol import ErrorCode
 from refka.protocol.messages.create_partitions import CreatePartitions
-from refka.protocol.messages.find_coordinator import FindCoordinator
-from refka.protocol.messages.offset_fetch import OffsetFetch
 from tests.integration.cluster_helpers import InProcessCluster, Raw, metadata
 from tests.integration.confluent_helpers import admin, create_topic
 from tests.waiting import wait_until
@@ -140,22 +139,16 @@ def create_partitions(cluster: InProcessCluster, topic: str, count: int) -> None
     assert resp.results[0].error_code == ErrorCode.NONE, resp
 
 
-async def committed_over_the_wire(bootstrap: str, group: str, tp: TopicPartition) -> tuple[int, int, int]:
-    """(offset, leader epoch, topic epoch) from an OffsetFetch v9 to the group's coordinator."""
-    cc = ClusterClient(bootstrap, "kip232-oracle", request_timeout=10)
+async def committed_as_fetched(bootstrap: str, group: str, tp: TopicPartition) -> OffsetAndMetadata | None:
+    """The group's committed offset of ``tp`` as a fresh client's OffsetFetch reads it (another
+    connection, another ClusterClient than the consumer's)."""
+    cc = ClusterClient(bootstrap, "kip232-reader", request_timeout=10)
+    member = GroupMember(cc, group)
     try:
         await cc.refresh(())
-        conn = await cc.connection(next(iter(cc.metadata.brokers)))
-        found = await conn.request(FindCoordinator, FindCoordinator.Request(key=group, key_type=0), 3)
-        assert found.error_code == ErrorCode.NONE, found
-        coordinator = await cc.connection(found.node_id)
-        R = OffsetFetch.Request
-        G = R.OffsetFetchRequestGroup
-        resp = await coordinator.request(OffsetFetch, R(groups=[G(group_id=group, topics=[
-            G.OffsetFetchRequestTopics(name=tp.topic, partition_indexes=[tp.partition])])], require_stable=True), 9)
-        (p,) = resp.groups[0].topics[0].partitions
-        return p.committed_offset, p.committed_leader_epoch, p.topic_epoch
+        return (await member.fetch_committed([tp])).get(tp)
     finally:
+        await member.close()
         await cc.close()
 
 
@@ -184,7 +177,7 @@ def test_commits_carry_the_offset_epoch_and_a_position_with_it_is_handed_on(clus
     topic_epoch, leader_epoch = md.topic_epoch, md.partitions[0].leader_epoch
     assert topic_epoch >= 0 and leader_epoch >= 1
 
-    async def consume_commit_and_hand_on() -> tuple[OffsetAndMetadata, tuple[int, int, int], list[bytes]]:
+    async def consume_commit_and_hand_on() -> tuple[OffsetAndMetadata, OffsetAndMetadata | None, list[bytes]]:
         c = Consumer(topic, bootstrap_servers=cluster.bootstrap, group_id=group, auto_offset_reset="earliest",
                      enable_auto_commit=False, heartbeat_interval_ms=200)
         await c.start()
@@ -197,7 +190,7 @@ def test_commits_carry_the_offset_epoch_and_a_position_with_it_is_handed_on(clus
             om = await c.position_with_offset_epoch(tp0)
         finally:
             await c.stop()
-        on_wire = await committed_over_the_wire(cluster.bootstrap, group, tp0)
+        fetched = await committed_as_fetched(cluster.bootstrap, group, tp0)
         other = Consumer(bootstrap_servers=cluster.bootstrap)
         await other.start()
         try:
@@ -209,9 +202,9 @@ def test_commits_carry_the_offset_epoch_and_a_position_with_it_is_handed_on(clus
                     rest.extend(r.value for r in records)
         finally:
             await other.stop()
-        return om, on_wire, rest
+        return om, fetched, rest
 
-    om, on_wire, rest = run(consume_commit_and_hand_on())
+    om, fetched, rest = run(consume_commit_and_hand_on())
     assert om == OffsetAndMetadata(5, "", leader_epoch, topic_epoch)
-    assert on_wire == (5, leader_epoch, topic_epoch)
+    assert fetched == OffsetAndMetadata(5, "", leader_epoch, topic_epoch)
     assert rest == [b"d", b"e"]
