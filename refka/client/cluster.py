@@ -7,7 +7,10 @@ opened when first needed, and Metadata asked for the topics in use.
 - ``refresh(topics)`` asks Metadata (the highest common version, without
   auto-creation unless the client allows it) for exactly ``topics`` from any broker
   it knows, the bootstrap servers last, and feeds the answer to the cache
-  (``ClusterMetadata``).
+  (``ClusterMetadata``). An answer the cache finds older than itself (KIP-232) is
+  discarded and the next broker asked; when every broker that answered was behind,
+  ``refresh`` returns False and the caller asks again after its back-off. Which
+  topics to name is the caller's (KIP-526: ``working_set.py``).
 - A connection that fails is dropped; the next call opens a new one.
 """
 
@@ -71,13 +74,16 @@ class ClusterClient:
             self._connecting.pop(node_id, None)
         return forget
 
-    async def refresh(self, topics: Iterable[str]) -> None:
-        """Metadata for ``topics`` into the cache; raises KafkaConnectionError when no broker answers."""
+    async def refresh(self, topics: Iterable[str]) -> bool:
+        """Metadata for ``topics`` into the cache: True when an answer was taken, False when
+        every answer was older than the cache (KIP-232); raises KafkaConnectionError when no
+        broker answers."""
         names = sorted(set(topics))
         R = Metadata.Request
         req = R(topics=[R.MetadataRequestTopic(name=t) for t in names],
                 allow_auto_topic_creation=self.allow_auto_topic_creation, refka_extensions=True)
         last: Exception | None = None
+        answered = False
         for node_id in list(self.metadata.brokers):
             try:
                 conn = await self.connection(node_id)
@@ -86,8 +92,11 @@ class ClusterClient:
                 last = e
                 continue
             self.metadata_requests += 1
-            self.metadata.apply(resp)
-            return
+            if self.metadata.apply(resp):
+                return True
+            answered = True  # behind the cache: another broker may know better
+        if answered:
+            return False
         for host, port in self.bootstrap:
             try:
                 conn = await self._open(host, port)
@@ -102,8 +111,11 @@ class ClusterClient:
             finally:
                 await conn.close()
             self.metadata_requests += 1
-            self.metadata.apply(resp)
-            return
+            if self.metadata.apply(resp):
+                return True
+            answered = True
+        if answered:
+            return False
         raise KafkaConnectionError(f"no broker answered Metadata: {last}")
 
     async def close(self) -> None:

@@ -25,9 +25,13 @@ Three ways to have partitions, as in aiokafka:
   (generation -1).
 
 All of it runs in one coordination task; the fetcher (``fetcher.py``) has its
-own, and so do the metadata refresh (every ``metadata_max_age_ms``, and at
-once when a fetch error asks), auto-commit (every ``auto_commit_interval_ms``)
-and the gate's poll (every ``heartbeat_interval_ms`` in a group).
+own, and so do the metadata refresh, auto-commit (every
+``auto_commit_interval_ms``) and the gate's poll (every
+``heartbeat_interval_ms`` in a group). The metadata refresh follows KIP-526's
+working set (``working_set.py``) over the topics in use (subscribed, assigned,
+and the group's when this member leads): each is asked again as it ages, a
+share at a time; a fetch error or a new subscription asks for all of them at
+once; a topic out of use for ``metadata_max_idle_ms`` leaves the cache.
 
 The ordered-delivery gate (KIP-253 seed 004 sections 7) and 8), the I/O half
 of ordering.py) is a collaborator with four calls, used only in a group:
@@ -56,14 +60,24 @@ is raised by the next ``getmany``, not swallowed by the coordination task.
 Not here: pattern subscriptions, pause/resume, a rebalance listener
 (``ConsumerRebalanceListener``), ``max_poll_interval_ms``, static membership,
 the incremental (cooperative) protocol, KIP-320's truncation check after a
-leader change (OffsetsForLeaderEpoch on the position), KIP-232 topic epochs in
-commits.
+leader change (OffsetsForLeaderEpoch on the position).
+
+KIP-232 (seed 002; 000 where 002 is silent): commits carry each partition's
+OffsetEpoch, the leader epoch of the last record delivered (or of the seek or
+committed offset before any delivery) and the topic epoch of the latest
+metadata (group.py); ``position_with_offset_epoch(tp)`` gives both with the
+position, ``seek(tp, offset, offset_epoch)`` takes them back (an OffsetEpoch or
+its ``encode()``d bytes; ValueError for anything else), and fetching waits
+until the metadata has caught up with them (fetcher.py), as it does after a
+committed offset. A commit the coordinator refuses as older than the last one
+raises InvalidInternalMetadataError (not retried; auto-commit logs it).
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import Awaitable, Callable, Collection, Iterable, Mapping
 from typing import Any, Protocol
 
@@ -82,7 +96,8 @@ from .fetcher import Fetcher
 from .group import GroupMember, MemberIdentity, partition_snapshot
 from .metadata import ClusterMetadata
 from .ordered_delivery import KeyListener, OrderedDelivery
-from .structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from .structs import ConsumerRecord, OffsetAndMetadata, OffsetEpoch, TopicPartition
+from .working_set import MetadataWorkingSet
 
 log = structlog.get_logger("refka.client.consumer")
 
@@ -149,6 +164,7 @@ class Consumer:
         request_timeout_ms: int = 40000,
         retry_backoff_ms: int = 100,
         metadata_max_age_ms: int = 300000,
+        metadata_max_idle_ms: int = 300000,
         _gate_factory: GateFactory | None = None,
     ) -> None:
         if max_poll_records is not None and max_poll_records < 1:
@@ -162,6 +178,8 @@ class Consumer:
         self.request_timeout = request_timeout_ms / 1000
         self.retry_backoff = retry_backoff_ms / 1000
         self.metadata_max_age = metadata_max_age_ms / 1000
+        self._working_set = MetadataWorkingSet(max_age=self.metadata_max_age, max_idle=metadata_max_idle_ms / 1000,
+                                               retry_backoff=self.retry_backoff)
         self._cluster = ClusterClient(bootstrap_servers, self.client_id, request_timeout=self.request_timeout,
                                       allow_auto_topic_creation=False)
         self._group = None if group_id is None else GroupMember(
@@ -193,7 +211,10 @@ class Consumer:
     # -- starting and stopping ----------------------------------------------------------
 
     async def start(self) -> None:
-        await self._cluster.refresh(self._topics_in_use())
+        topics = self._topics_in_use()
+        self._working_set.use(topics, time.monotonic())
+        if await self._cluster.refresh(topics):
+            self._working_set.answered(topics, time.monotonic())
         self._started = True
         for name, coro in (("fetcher", self._fetcher.run()), ("coordination", self._coordinate()),
                            ("metadata", self._metadata_loop()), ("auto-commit", self._auto_commit_loop()),
@@ -335,11 +356,26 @@ class Consumer:
         lso = self._state(tp).last_stable_offset
         return None if lso < 0 else int(lso)
 
-    def seek(self, tp: TopicPartition, offset: int) -> None:
+    async def position_with_offset_epoch(self, tp: TopicPartition) -> OffsetAndMetadata:
+        """KIP-232: the position with its OffsetEpoch (the leader epoch of the last record
+        delivered, the topic epoch of the latest metadata), to store with an offset kept
+        outside Kafka and give back to ``seek``."""
+        position = await self.position(tp)
+        tm = self._cluster.metadata.topics.get(tp.topic)
+        return OffsetAndMetadata(position, "", int(self._state(tp).epoch), tm.topic_epoch if tm is not None else -1)
+
+    def seek(self, tp: TopicPartition, offset: int,
+             offset_epoch: OffsetEpoch | bytes | bytearray | str | None = None) -> None:
+        """The next record delivered from ``tp`` is at ``offset``. With ``offset_epoch``
+        (KIP-232: from ``position_with_offset_epoch``, or its encoded bytes) fetching waits
+        until the metadata is at least as new, and a commit carries its leader epoch until a
+        record is delivered."""
         if not isinstance(offset, int) or offset < 0:
             raise ValueError("offset must be a non-negative integer")
+        if offset_epoch is not None and not isinstance(offset_epoch, OffsetEpoch):
+            offset_epoch = OffsetEpoch.decode(offset_epoch)
         self._state(tp)
-        self._fetcher.seek(tp, offset)
+        self._fetcher.seek(tp, offset, offset_epoch)
 
     async def seek_to_beginning(self, *partitions: TopicPartition) -> bool:
         return await self._seek_to("earliest", partitions)
@@ -418,9 +454,13 @@ class Consumer:
         log.info("partition_counts_stale", topic=topic)
         self._want_metadata()
 
-    async def _refresh(self) -> bool:
+    async def _refresh(self, topics: Collection[str] | None = None) -> bool:
+        """Metadata for ``topics`` (default: every topic in use); False when no broker answered
+        (an answer older than the cache counts as one: the cache is newer still)."""
+        names = self._topics_in_use() if topics is None else topics
         try:
-            await self._cluster.refresh(self._topics_in_use())
+            if await self._cluster.refresh(names):
+                self._working_set.answered(names, time.monotonic())
         except KafkaConnectionError as e:
             log.info("metadata_refresh_failed", error=str(e))
             return False
@@ -428,19 +468,30 @@ class Consumer:
         return True
 
     async def _metadata_loop(self) -> None:
+        ws = self._working_set
         while True:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.metadata_max_age):
-                    await self._metadata_wanted.wait()
-            self._metadata_wanted.clear()
-            if not await self._refresh():
-                self._metadata_wanted.set()
-            elif self._in_group and self._group is not None:
+            now = time.monotonic()
+            in_use = self._topics_in_use()
+            ws.use(in_use, now)
+            self._cluster.metadata.forget(ws.evict(now, in_use.__contains__))
+            if self._metadata_wanted.is_set():
+                self._metadata_wanted.clear()
+                ws.request_update()
+            due = ws.due(now)
+            if not due:
+                wake_at = min(ws.next_due(now), ws.next_eviction(), now + self.metadata_max_age)
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(max(0.0, wake_at - now)):
+                        await self._metadata_wanted.wait()
+                continue
+            ws.attempted(now)  # asked again after the back-off when it fails
+            if not await self._refresh(due):
+                continue
+            if self._in_group and self._group is not None:
                 self._group.metadata_changed()
             elif self._subscription is not None and self._group is None:
                 if partition_snapshot(self._cluster.metadata, self._subscription) != self._snapshot:
                     self._changed.set()
-            await asyncio.sleep(self.retry_backoff)  # one refresh per back-off, however many ask
 
     async def _coordinate(self) -> None:
         while True:

@@ -42,6 +42,17 @@ class CommitFailedError(Exception):
     another member's now, so the offsets were not committed."""
 
 
+class InvalidInternalMetadataError(KafkaError):
+    """KIP-232 (seed 002's InvalidInternalMetadataException): the coordinator refused a commit
+    whose topic epoch, or leader epoch under the same topic epoch, is older than the last one
+    committed for the partition (INVALID_INTERNAL_METADATA, refka's 10232). Not retriable: the
+    offsets come from before a re-creation of the topic or a leader change the group has passed."""
+
+    def __init__(self, partitions: object) -> None:
+        super().__init__(ErrorCode.INVALID_INTERNAL_METADATA, f"offsets refused for {partitions}")
+        self.partitions = partitions
+
+
 class OffsetOutOfRangeError(KafkaError):
     """A fetch position outside the log, with ``auto_offset_reset="none"``."""
 

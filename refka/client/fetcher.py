@@ -42,6 +42,16 @@ The rules:
   records, which are never delivered.
 - A seek, a reset or a new assignment bumps the partition's ``token``: an
   answer to a request sent before it is ignored.
+- KIP-232 (seed 002): a position taken from a committed offset, or from a
+  ``seek`` with an OffsetEpoch, keeps that offset's (topic epoch, leader epoch)
+  as ``awaited`` and is not fetched while the metadata cache is behind them
+  (``ClusterMetadata.behind``); each such check asks for a metadata refresh, so
+  the consumer refreshes until the cache has caught up. The leader epoch is
+  also the partition's until a record is delivered, so a commit before any
+  delivery carries it (seed 002: "the leader_epoch from seek(...) or
+  OffsetFetchResponse"). A cache with a newer topic epoch than the offset's
+  does not wait (the offset's topic is gone; what to do with such an offset
+  is the group's, not the fetcher's).
 """
 
 from __future__ import annotations
@@ -73,7 +83,7 @@ from .cluster import ClusterClient
 from .connection import BrokerConnectionError
 from .errors import KafkaError, NoOffsetForPartitionError, OffsetOutOfRangeError
 from .metadata import BrokerEndpoint
-from .structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from .structs import ConsumerRecord, OffsetAndMetadata, OffsetEpoch, TopicPartition
 
 log = structlog.get_logger("refka.client.fetcher")
 E = ErrorCode
@@ -167,7 +177,7 @@ def _records(tp: TopicPartition, header: BatchHeader, batch: memoryview, fetch_o
 
 
 class PartitionState:
-    __slots__ = ("epoch", "error", "high_watermark", "last_stable_offset", "log_start_offset", "next_fetch",
+    __slots__ = ("awaited", "epoch", "error", "high_watermark", "last_stable_offset", "log_start_offset", "next_fetch",
                  "position", "records", "reset", "retry_at", "token")
 
     def __init__(self) -> None:
@@ -182,10 +192,12 @@ class PartitionState:
         self.retry_at = 0.0
         self.token = next(_tokens)
         self.error: Exception | None = None  # raised by the next getmany
+        self.awaited: tuple[int, int] | None = None  # KIP-232: (topic, leader) epochs the metadata must reach
 
-    def seek(self, offset: int, epoch: int = -1) -> None:
+    def seek(self, offset: int, epoch: int = -1, awaited: tuple[int, int] | None = None) -> None:
         self.position = self.next_fetch = offset
         self.epoch = epoch
+        self.awaited = awaited if awaited is not None and max(awaited) >= 0 else None
         self.records.clear()
         self.reset = None
         self.retry_at = 0.0
@@ -193,6 +205,7 @@ class PartitionState:
 
     def request_reset(self, strategy: str) -> None:
         self.position = None
+        self.awaited = None
         self.records.clear()
         self.reset = strategy
         self.retry_at = 0.0
@@ -257,7 +270,7 @@ class Fetcher:
                 continue
             om = committed.get(tp)
             if om is not None:
-                s.seek(om.offset, om.leader_epoch)
+                s.seek(om.offset, om.leader_epoch, (om.topic_epoch, om.leader_epoch))
             else:
                 self._reset_by_policy(tp, s)
         self._positioned()
@@ -270,8 +283,11 @@ class Fetcher:
         else:
             s.request_reset(self.auto_offset_reset)
 
-    def seek(self, tp: TopicPartition, offset: int) -> None:
-        self.states[tp].seek(offset)
+    def seek(self, tp: TopicPartition, offset: int, offset_epoch: OffsetEpoch | None = None) -> None:
+        if offset_epoch is None:
+            self.states[tp].seek(offset)
+        else:
+            self.states[tp].seek(offset, offset_epoch.leader_epoch, (offset_epoch.topic_epoch, offset_epoch.leader_epoch))
         self._positioned()
 
     def request_reset(self, partitions: Collection[TopicPartition], strategy: str) -> None:
@@ -370,6 +386,11 @@ class Fetcher:
                 continue
             if s.reset is None and (s.position is None or s.records):
                 continue
+            if s.reset is None and s.awaited is not None:
+                if md.behind(tp.topic, tp.partition, *s.awaited):
+                    self._want_metadata()  # KIP-232: refreshed until the cache has caught up
+                    continue
+                s.awaited = None
             leader = md.leader_for(tp.topic, tp.partition)
             if leader < 0 or leader not in md.brokers:
                 self._want_metadata()  # each refresh wakes this loop

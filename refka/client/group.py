@@ -42,10 +42,15 @@ The rules (Kafka's ConsumerCoordinator / AbstractCoordinator, eager protocol):
   refresh, seed 004 section 8 step 6) must not wait for the leader's next
   refresh. The leader also watches the topics of the whole group.
 - OffsetCommit carries the generation and member id (or -1 and "" for a
-  consumer that assigns its partitions itself) and each partition's leader
-  epoch (KIP-320); an answer that says the membership changed fails the
-  commit with CommitFailedError and asks for a rejoin. OffsetFetch uses v8+'s
-  per-group form when the coordinator serves it.
+  consumer that assigns its partitions itself) and, per partition, the
+  OffsetEpoch of KIP-232 (seed 002): the leader epoch the consumer gives (the
+  largest of the records it delivered, KIP-320's field) and refka's tagged
+  topic_epoch (v8+), the one given with the offset or else the topic's in the
+  latest metadata; an answer that says the membership changed fails the
+  commit with CommitFailedError and asks for a rejoin, INVALID_INTERNAL_METADATA
+  (refka's 10232: older epochs than the last commit) with
+  InvalidInternalMetadataError, which is not retried. OffsetFetch uses v8+'s
+  per-group form when the coordinator serves it and returns both epochs.
 - ``leave`` sends LeaveGroup (the member is forgotten whatever the answer).
 """
 
@@ -73,7 +78,7 @@ from refka.protocol.messages.sync_group import SyncGroup
 from .assignor import ASSIGNOR_NAME, assign
 from .cluster import ClusterClient, KafkaConnectionError
 from .connection import BrokerConnection, BrokerConnectionError
-from .errors import CommitFailedError, KafkaError, KafkaTimeoutError
+from .errors import CommitFailedError, InvalidInternalMetadataError, KafkaError, KafkaTimeoutError
 from .metadata import ClusterMetadata, TopicMetadata
 from .structs import OffsetAndMetadata, TopicPartition
 
@@ -417,14 +422,21 @@ class GroupMember:
         Topic = C.OffsetCommitRequestTopic
         Part = Topic.OffsetCommitRequestPartition
         by_topic: dict[str, list[Any]] = {}
+        topics = self._cluster.metadata.topics
         for tp, om in offsets.items():
+            tm = topics.get(tp.topic)
+            topic_epoch = om.topic_epoch if om.topic_epoch >= 0 or tm is None else tm.topic_epoch
             by_topic.setdefault(tp.topic, []).append(Part(
                 partition_index=tp.partition, committed_offset=om.offset,
-                committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata))
+                committed_leader_epoch=om.leader_epoch, committed_metadata=om.metadata, topic_epoch=topic_epoch))
         req = C(group_id=self.group_id, generation_id_or_member_epoch=identity.generation_id,
                 member_id=identity.member_id, topics=[Topic(name=t, partitions=ps) for t, ps in by_topic.items()])
-        _resp, step, code = await self._retried("OffsetCommit", req, lambda r: [
+        resp, step, code = await self._retried("OffsetCommit", req, lambda r: [
             p.error_code for t in r.topics for p in t.partitions])
+        if code == E.INVALID_INTERNAL_METADATA:
+            raise InvalidInternalMetadataError(sorted(
+                TopicPartition(t.name, p.partition_index) for t in resp.topics for p in t.partitions
+                if p.error_code == E.INVALID_INTERNAL_METADATA))
         if step in (Next.REJOIN, Next.RESET):
             self.state, _ = self.state.on_answer("OffsetCommit", code)
             self.rejoin.set()
@@ -455,7 +467,7 @@ class GroupMember:
         if step is not Next.DONE:
             raise KafkaError(code, f"OffsetFetch of group {self.group_id}")
         return {TopicPartition(t.name, p.partition_index):
-                OffsetAndMetadata(p.committed_offset, p.metadata or "", p.committed_leader_epoch)
+                OffsetAndMetadata(p.committed_offset, p.metadata or "", p.committed_leader_epoch, p.topic_epoch)
                 for g in _groups(resp) for t in g.topics for p in t.partitions if p.committed_offset >= 0}
 
     async def _retried(self, api_name: str, body: Any, codes_of: Callable[[Any], list[int]]) -> tuple[Any, Next, int]:

@@ -57,7 +57,8 @@ is looked up here, not taken from the group module, so that the gate needs
 nothing of the consumer but its calls), DescribeConfigs,
 PartitionLeaderEpochsForPartitions, OffsetFetch (v7) and ConsumerGroupPosition
 go to the group coordinator; ListOffsets and OffsetForLeaderEpoch to each
-partition's leader. Errors never release anything: NOT_COORDINATOR,
+partition's leader (``partition_queries.py``, which the producer's tombstones
+share, builds and reads them). Errors never release anything: NOT_COORDINATOR,
 COORDINATOR_NOT_AVAILABLE or a lost connection to the coordinator drop it (it
 is looked up again at the next poll); REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION,
 UNKNOWN_MEMBER_ID keep every hold (the group module rejoins, and
@@ -119,18 +120,12 @@ from refka.protocol import Api, ErrorCode
 from refka.protocol.messages.consumer_group_position import ConsumerGroupPosition
 from refka.protocol.messages.describe_configs import DescribeConfigs
 from refka.protocol.messages.find_coordinator import KEY_TYPE_GROUP, FindCoordinator
-from refka.protocol.messages.list_offsets import (
-    CONSUMER_REPLICA_ID,
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    ListOffsets,
-)
+from refka.protocol.messages.list_offsets import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from refka.protocol.messages.offset_fetch import OffsetFetch
-from refka.protocol.messages.offsets_for_leader_epoch import OffsetForLeaderEpoch
 from refka.protocol.messages.partition_leader_epochs_for_partitions import PartitionLeaderEpochsForPartitions
 
+from . import partition_queries as queries
 from .cluster import ClusterClient, KafkaConnectionError
-from .connection import BrokerConnectionError
 from .group import MemberIdentity
 from .metadata import BrokerEndpoint, ClusterMetadata
 from .ordering import (
@@ -149,10 +144,7 @@ _log = structlog.get_logger("refka.client")
 
 E = ErrorCode
 _COORDINATOR_GONE = {E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE}
-_LEADER_ERRORS = {E.NOT_LEADER_OR_FOLLOWER, E.LEADER_NOT_AVAILABLE, E.UNKNOWN_TOPIC_OR_PARTITION,
-                  E.FENCED_LEADER_EPOCH, E.UNKNOWN_LEADER_EPOCH}
 _ORDERED_DELIVERY = "enable.ordered.delivery"
-_RESOURCE_TOPIC = 2
 _UNKNOWN_LOG_END = 2**63 - 1
 _FIND_COORDINATOR_VERSION = 3  # one key per request (v4 batches keys)
 _OFFSET_FETCH_VERSION = 7  # the last with topics at the top level (v8 nests them per group)
@@ -369,20 +361,16 @@ class OrderedDelivery:
         topics = sorted((live - self._ordered.keys()) | (self._config_due & live))
         if not topics:
             return
-        R = DescribeConfigs.Request
-        req = R(resources=[R.DescribeConfigsResource(resource_type=_RESOURCE_TOPIC, resource_name=t,
-                                                     configuration_keys=[_ORDERED_DELIVERY]) for t in topics])
-        resp = await self._to_coordinator(DescribeConfigs, req)
+        resp = await self._to_coordinator(DescribeConfigs, queries.topic_configs_request(topics, [_ORDERED_DELIVERY]))
         if resp is None:
             return
-        for r in resp.results:
-            if r.error_code != E.NONE or r.resource_name not in topics:
+        for topic, values in queries.topic_configs(resp).items():
+            if topic not in topics:
                 continue
-            self._config_due.discard(r.resource_name)
-            values = {c.name: c.value for c in r.configs if c.value is not None}
-            self._ordered[r.resource_name] = enabled = ordered_delivery(values)
+            self._config_due.discard(topic)
+            self._ordered[topic] = enabled = ordered_delivery(values)
             if not enabled:  # the seed's "Topic config": none of 7) and 8) for this topic
-                self._forget({tp for tp in self._tracked if tp.topic == r.resource_name})
+                self._forget({tp for tp in self._tracked if tp.topic == topic})
 
     async def _ask_partition_maps(self) -> None:
         """10253 for P1 >= N not checked yet (leaderEpochAfterCreation, step 4.1) and for the
@@ -396,23 +384,10 @@ class OrderedDelivery:
                     wanted.setdefault(gate.tp.topic, set()).add(d.blocker)
         if not wanted:
             return
-        R = PartitionLeaderEpochsForPartitions.Request
-        req = R(topics=[R.PartitionLeaderEpochsForPartitionsRequestTopic(topic=t, partitions=sorted(ps))
-                        for t, ps in sorted(wanted.items())])
-        resp = await self._to_coordinator(PartitionLeaderEpochsForPartitions, req)
+        resp = await self._to_coordinator(PartitionLeaderEpochsForPartitions, queries.leader_epochs_request(wanted))
         if resp is None:
             return
-        after: dict[TopicPartition, dict[int, int]] = {}
-        before: dict[TopicPartition, dict[int, int]] = {}
-        for t in resp.topics:
-            for p in t.partitions:
-                if p.error_code != E.NONE:
-                    continue  # the coordinator's cache does not have it yet: asked again
-                tp = TopicPartition(t.topic, p.partition)
-                after[tp] = {e.partition: e.leader_epoch_after_creation
-                             for e in p.leader_epochs if e.leader_epoch_after_creation >= 0}
-                before[tp] = {e.partition: e.leader_epoch_before_deletion
-                              for e in p.leader_epochs if e.leader_epoch_before_deletion >= 0}
+        after, before = queries.leader_epoch_maps(resp)  # a partition left out is asked again
         for gate in list(self._gates.values()):
             if not gate.creation_checked and gate.after_creation is None and gate.tp in after:
                 gate.after_creation = after[gate.tp]
@@ -611,21 +586,12 @@ class OrderedDelivery:
 
     # -- requests ------------------------------------------------------------------------
 
-    async def _send(self, node_id: int, api: Api, body: Any, version: int | None = None) -> Any:
-        """The answer, or None when the broker could not be reached or answered nonsense."""
-        try:
-            conn = await self.cluster.connection(node_id)
-            return await conn.request(api, body, version)
-        except (BrokerConnectionError, ValueError) as e:
-            _log.warning("ordered_delivery_request_failed", api=api.name, node=node_id, error=str(e))
-            return None
-
     async def _find_coordinator(self) -> int | None:
         if self._coordinator is not None:
             return self._coordinator
         req = FindCoordinator.Request(key=self.group_id, key_type=KEY_TYPE_GROUP)
         for node_id in list(self.cluster.metadata.brokers):
-            resp = await self._send(node_id, FindCoordinator, req, _FIND_COORDINATOR_VERSION)
+            resp = await queries.send(self.cluster, node_id, FindCoordinator, req, _FIND_COORDINATOR_VERSION)
             if resp is None:
                 continue
             if resp.error_code != E.NONE:
@@ -641,7 +607,7 @@ class OrderedDelivery:
         node_id = await self._find_coordinator()
         if node_id is None:
             return None
-        resp = await self._send(node_id, api, body, version)
+        resp = await queries.send(self.cluster, node_id, api, body, version)
         error = getattr(resp, "error_code", E.NONE) if resp is not None else E.COORDINATOR_NOT_AVAILABLE
         if error in _COORDINATOR_GONE:
             self._coordinator = None
@@ -662,71 +628,12 @@ class OrderedDelivery:
         return {TopicPartition(t.name, p.partition_index): (p.committed_offset if p.committed_offset >= 0 else None)
                 for t in resp.topics for p in t.partitions if p.error_code == E.NONE}
 
-    def _by_leader(self, tps: Iterable[TopicPartition]) -> dict[int, list[TopicPartition]]:
-        out: dict[int, list[TopicPartition]] = {}
-        for tp in tps:
-            leader = self.cluster.metadata.leader_for(tp.topic, tp.partition)
-            if leader < 0:
-                self._stale_topics.add(tp.topic)
-            else:
-                out.setdefault(leader, []).append(tp)
-        return out
-
     async def _list_offsets(self, tps: Iterable[TopicPartition], timestamp: int) -> dict[TopicPartition, int]:
-        R = ListOffsets.Request
-        RT = R.ListOffsetsTopic
-        out: dict[TopicPartition, int] = {}
-        for leader, group in self._by_leader(tps).items():
-            topics: dict[str, list[int]] = {}
-            for tp in group:
-                topics.setdefault(tp.topic, []).append(tp.partition)
-            req = R(replica_id=CONSUMER_REPLICA_ID, isolation_level=0, topics=[
-                RT(name=t, partitions=[RT.ListOffsetsPartition(partition_index=p, timestamp=timestamp)
-                                       for p in sorted(ps)]) for t, ps in sorted(topics.items())])
-            resp = await self._send(leader, ListOffsets, req)
-            if resp is None:
-                continue
-            for t in resp.topics:
-                for p in t.partitions:
-                    if p.error_code == E.NONE and p.offset >= 0:
-                        out[TopicPartition(t.name, p.partition_index)] = p.offset
-                    elif p.error_code in _LEADER_ERRORS:
-                        self._stale_topics.add(t.name)
-        return out
+        return await queries.list_offsets(self.cluster, tps, timestamp, self._stale_topics)
 
     async def _epoch_end_offsets(self, asks: Iterable[tuple[TopicPartition, int]]
                                  ) -> dict[tuple[TopicPartition, int], int]:
-        """OffsetForLeaderEpoch: the end offset of each (partition, leader epoch); UNDEFINED left out."""
-        R = OffsetForLeaderEpoch.Request
-        RT = R.OffsetForLeaderTopic
-        epochs: dict[TopicPartition, set[int]] = {}
-        for tp, epoch in asks:
-            epochs.setdefault(tp, set()).add(epoch)
-        out: dict[tuple[TopicPartition, int], int] = {}
-        for leader, group in self._by_leader(epochs).items():
-            # One epoch per partition and request: an answer names its partition, not the epoch asked.
-            for round_ in range(max(len(epochs[tp]) for tp in group)):
-                asked = {tp: sorted(epochs[tp])[round_] for tp in group if round_ < len(epochs[tp])}
-                topics: dict[str, list[int]] = {}
-                for tp in asked:
-                    topics.setdefault(tp.topic, []).append(tp.partition)
-                req = R(replica_id=CONSUMER_REPLICA_ID, topics=[
-                    RT(topic=t, partitions=[RT.OffsetForLeaderPartition(
-                        partition=p, current_leader_epoch=-1, leader_epoch=asked[TopicPartition(t, p)])
-                        for p in sorted(ps)]) for t, ps in sorted(topics.items())])
-                resp = await self._send(leader, OffsetForLeaderEpoch, req)
-                if resp is None:
-                    break
-                for t in resp.topics:
-                    for p in t.partitions:
-                        tp = TopicPartition(t.topic, p.partition)
-                        if tp not in asked:
-                            continue
-                        if p.error_code == E.NONE and p.end_offset >= 0:
-                            out[(tp, asked[tp])] = p.end_offset
-                        elif p.error_code in _LEADER_ERRORS:
-                            self._stale_topics.add(t.topic)
-        return out
+        return await queries.epoch_end_offsets(self.cluster, asks, self._stale_topics)
 
 
 def _tp(tp: tuple[str, int]) -> TopicPartition:

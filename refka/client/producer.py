@@ -69,9 +69,21 @@ may have been appended, and it is re-hashed like the others; it can then be in
 the log twice, never out of order. A batch failed for good (a non-retriable
 error) also gives its sequences back, which is right since it was not appended.
 
-Not here yet: transactions, KIP-526's metadata working set (every refresh names
-every topic in use), the compacted-topic tombstone of seed section 9), a bound on
-buffered memory (``send`` never waits for room).
+Metadata (KIP-526, ``working_set.py``): a topic joins the working set when a
+record is sent to it and leaves it (and the metadata cache) after
+``metadata_max_idle_ms`` without one, unless records of it are still unanswered.
+The sender asks the working set what to refresh at each wake: a new topic at
+once, the urgent ones with a share of the aging ones sized by the target fetch
+size, the whole working set after an invalid-metadata error (and for a re-hash).
+
+The compacted-topic tombstone (seed 004 section 9), ``tombstones.py``): each
+keyed record hashed to a partition at or above initial_partition_count is shown
+to ``SplitTombstones``, which decides (once per partition, cached) whether the
+partition it was split from gets a (key, null) record, and sends those with
+acks=0 beside the producer's own batches.
+
+Not here yet: transactions, a bound on buffered memory (``send`` never waits for
+room).
 """
 
 from __future__ import annotations
@@ -90,6 +102,8 @@ from refka.client.connection import BrokerConnectionError
 from refka.client.errors import KafkaError, KafkaTimeoutError, ProducerClosed
 from refka.client.metadata import BrokerEndpoint, TopicMetadata
 from refka.client.partitioning import default_partition, murmur2
+from refka.client.tombstones import SplitTombstones
+from refka.client.working_set import MetadataWorkingSet
 from refka.protocol import ErrorCode
 from refka.protocol.messages.init_producer_id import InitProducerId
 from refka.protocol.messages.produce import Produce
@@ -191,6 +205,7 @@ class Producer:
         request_timeout_ms: int = 40000,
         retry_backoff_ms: int = 100,
         metadata_max_age_ms: int = 300000,
+        metadata_max_idle_ms: int = 300000,
         delivery_timeout_ms: int = 120000,
     ) -> None:
         if acks is None:
@@ -216,10 +231,14 @@ class Producer:
         self._numbers = itertools.count()
         self._outstanding: set[asyncio.Future[RecordMetadata]] = set()
         self._wake = asyncio.Event()
-        self._metadata_wanted = True
-        self._metadata_at = 0.0
+        self._working_set = MetadataWorkingSet(max_age=self.metadata_max_age, max_idle=metadata_max_idle_ms / 1000,
+                                               retry_backoff=self.retry_backoff)
         self._metadata_answered: asyncio.Future[None] | None = None  # resolved by the next refresh
         self._flushing = 0
+        self._tombstones = SplitTombstones(
+            self._cluster, compression=self.compression, request_timeout_ms=request_timeout_ms,
+            retry_backoff=self.retry_backoff, recheck_after=self.metadata_max_age,
+            on_metadata_wanted=self._working_set.request_update)
         self._sender: asyncio.Task[None] | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
         self._closed = False
@@ -253,6 +272,7 @@ class Producer:
             for fut in self._outstanding:
                 if not fut.done():
                     fut.set_exception(ProducerClosed("producer stopped"))
+            await self._tombstones.close()
             await self._cluster.close()
 
     async def send(self, topic: str, value: bytes | None = None, key: bytes | None = None,
@@ -265,6 +285,7 @@ class Producer:
         ts = self._topics.get(topic)
         if ts is None:
             ts = self._topics[topic] = _TopicState()
+        self._working_set.use((topic,), time.monotonic())
         if topic not in self._cluster.metadata.topics:
             await self._wait_for_topic(topic)
         fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
@@ -310,7 +331,7 @@ class Producer:
             left = deadline - time.monotonic()
             if left <= 0:
                 raise KafkaTimeoutError(f"no metadata for topic {topic} ({err.name if err else 'no answer'})")
-            self._metadata_wanted = True
+            self._working_set.want(topic, time.monotonic())
             self._wake.set()
             if self._metadata_answered is None:
                 self._metadata_answered = asyncio.get_running_loop().create_future()
@@ -322,15 +343,15 @@ class Producer:
             if topic not in self._cluster.metadata.topics:
                 await asyncio.sleep(self.retry_backoff)
 
-    async def _refresh(self) -> None:
-        self._metadata_wanted = False
+    async def _refresh(self, topics: list[str]) -> None:
+        """Metadata for ``topics`` (the working set's choice); on failure the working set
+        asks again after the back-off."""
+        self._working_set.attempted(time.monotonic())
         try:
-            await self._cluster.refresh(self._topics)
+            if await self._cluster.refresh(topics):
+                self._working_set.answered(topics, time.monotonic())
         except KafkaConnectionError:
-            self._metadata_wanted = True
-            await asyncio.sleep(self.retry_backoff)
             return
-        self._metadata_at = time.monotonic()
         answered, self._metadata_answered = self._metadata_answered, None
         if answered is not None:
             answered.set_result(None)
@@ -378,6 +399,8 @@ class Producer:
             index = self._partition_for(r, tm, ts)
             if index is None:
                 continue
+            if r.key is not None and r.partition is None and tm.counts is not None and index >= tm.counts.initial:
+                self._tombstones.on_record(topic, tm.counts, index, r.key, r.timestamp)
             batch = self._open_batch(ts.partition(index), r)
             if batch is None and r.partition is None and r.key is None:
                 ts.sticky = None  # the sticky partition's batch closed: unkeyed records move on
@@ -423,10 +446,14 @@ class Producer:
         while not self._closed:
             self._wake.clear()
             now = time.monotonic()
-            if self._metadata_wanted or now - self._metadata_at > self.metadata_max_age:
-                await self._refresh()
+            for topic in self._working_set.evict(now, self._busy):
+                self._cluster.metadata.forget((topic,))
+                self._topics.pop(topic, None)
+            due = self._working_set.due(now)
+            if due:
+                await self._refresh(due)
                 continue
-            next_at = now + self.metadata_max_age
+            next_at = min(now + self.metadata_max_age, self._working_set.next_eviction())
             by_leader: dict[int, list[tuple[str, _Batch]]] = {}
             for name, ts in self._topics.items():
                 if ts.rehashing:
@@ -446,7 +473,7 @@ class Producer:
                         continue
                     leader = self._cluster.metadata.leader_for(name, index)
                     if leader < 0:
-                        self._metadata_wanted = True
+                        self._working_set.request_update()
                         continue
                     by_leader.setdefault(leader, []).append((name, batch))
             for leader, batches in by_leader.items():
@@ -456,13 +483,18 @@ class Producer:
                     ts.in_flight += 1
                     ts.idle.clear()
                 self._spawn(self._produce(leader, batches))
-            if self._metadata_wanted:
-                next_at = min(next_at, now + self.retry_backoff)
+            next_at = min(next_at, self._working_set.next_due(now))
             try:
                 async with asyncio.timeout(max(0.0, next_at - time.monotonic())):
                     await self._wake.wait()
             except TimeoutError:
                 pass
+
+    def _busy(self, topic: str) -> bool:
+        """Records of ``topic`` are not all answered yet: it stays in the working set."""
+        ts = self._topics.get(topic)
+        return ts is not None and bool(ts.waiting or ts.rehashing or ts.in_flight
+                                       or any(ps.batches for ps in ts.partitions.values()))
 
     def _is_full(self, ps: _PartitionState) -> bool:
         return bool(self._flushing) or len(ps.batches) > 1 or ps.batches[0].size >= self.max_batch_size
@@ -501,7 +533,7 @@ class Producer:
             conn = await self._cluster.connection(leader)
             resp = await conn.request(Produce, req, expect_response=self.acks != 0)
         except (BrokerConnectionError, ValueError) as e:
-            self._metadata_wanted = True
+            self._working_set.request_update()
             for name, batch in batches:
                 self._retry(name, batch, None, f"{e}")
             self._wake.set()
@@ -541,7 +573,7 @@ class Producer:
                     hinted = self._cluster.metadata.update_leader(
                         name, batch.partition, cl.leader_id, cl.leader_epoch, endpoints.get(cl.leader_id))
                 if code in INVALID_METADATA:
-                    self._metadata_wanted = True
+                    self._working_set.request_update()
                 self._retry(name, batch, code, p.error_message or "", at_once=hinted)
             else:
                 self._drop(name, batch, KafkaError(code, p.error_message or ""))
@@ -590,9 +622,11 @@ class Producer:
     async def _rehash(self, name: str, ts: _TopicState) -> None:
         await ts.idle.wait()  # every answer of the topic in: each batch acknowledged or refused
         await asyncio.sleep(self.retry_backoff)
-        while True:
+        while True:  # INVALID_PARTITION_METADATA is an invalid-metadata error: the whole working set
+            topics = self._working_set.topics()
             try:
-                await self._cluster.refresh(self._topics)
+                if await self._cluster.refresh(topics):
+                    self._working_set.answered(topics, time.monotonic())
                 break
             except KafkaConnectionError:
                 await asyncio.sleep(self.retry_backoff)

@@ -69,7 +69,9 @@ class FakeCluster:
         self.refreshes = 0
         self.fetch_error: dict[tuple[str, int], tuple[ErrorCode, Any]] = {}  # one-shot, with current_leader
         self.group_errors: dict[str, list[ErrorCode]] = {}
-        self.committed: dict[tuple[str, int], tuple[int, int]] = {}
+        self.committed: dict[tuple[str, int], tuple[int, int]] = {}  # (offset, leader epoch)
+        self.committed_topic_epochs: dict[tuple[str, int], int] = {}  # KIP-232
+        self.topic_epochs: dict[str, int] = {}  # KIP-232, in Metadata (-1 when not set)
         self.generation = 0
         self.coordinator = 0  # the broker FindCoordinator names
         self.members: list[str] = []
@@ -102,7 +104,7 @@ class FakeCluster:
 
     # -- ClusterClient ------------------------------------------------------------------
 
-    async def refresh(self, topics: Any) -> None:
+    async def refresh(self, topics: Any) -> bool:
         self.refreshes += 1
         out = []
         for name in topics:
@@ -110,13 +112,14 @@ class FakeCluster:
                 out.append(MT(error_code=ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, name=name))
                 continue
             leaders, counts = self.topics[name]
-            out.append(MT(error_code=0, name=name, topic_id=name.encode().ljust(16, b"-"), partitions=[
+            out.append(MT(error_code=0, name=name, topic_id=name.encode().ljust(16, b"-"),
+                          topic_epoch=self.topic_epochs.get(name, -1), partitions=[
                 MT.MetadataResponsePartition(error_code=0, partition_index=i, leader_id=leader, leader_epoch=epoch)
                 for i, (leader, epoch) in enumerate(leaders)],
                 partition_counts=None if counts is None else MT.PartitionCounts(
                     initial_partition_count=counts[0], undeleted_partition_count=counts[1])))
-        self.metadata.apply(MR(brokers=[MR.MetadataResponseBroker(node_id=i, host="h", port=i) for i in range(3)],
-                               topics=out))
+        return self.metadata.apply(MR(brokers=[MR.MetadataResponseBroker(node_id=i, host="h", port=i)
+                                               for i in range(3)], topics=out))
 
     async def connection(self, node_id: int) -> FakeConnection:
         return FakeConnection(self, node_id)
@@ -227,7 +230,8 @@ class FakeCluster:
         return R(groups=[G(group_id="g", error_code=self._error("OffsetFetch"), topics=[T(name=t.name, partitions=[
             T.OffsetFetchResponsePartitions(
                 partition_index=p, committed_offset=self.committed.get((t.name, p), (-1, -1))[0],
-                committed_leader_epoch=self.committed.get((t.name, p), (-1, -1))[1], metadata="", error_code=0)
+                committed_leader_epoch=self.committed.get((t.name, p), (-1, -1))[1], metadata="", error_code=0,
+                topic_epoch=self.committed_topic_epochs.get((t.name, p), -1))
             for p in t.partition_indexes]) for t in topics])])
 
     async def on_OffsetCommit(self, node_id: int, req: Any, v: int) -> Any:
@@ -238,6 +242,7 @@ class FakeCluster:
             for t in req.topics:
                 for p in t.partitions:
                     self.committed[(t.name, p.partition_index)] = (p.committed_offset, p.committed_leader_epoch)
+                    self.committed_topic_epochs[(t.name, p.partition_index)] = p.topic_epoch
         return R(topics=[T(name=t.name, partitions=[T.OffsetCommitResponsePartition(
             partition_index=p.partition_index, error_code=err) for p in t.partitions]) for t in req.topics])
 

@@ -1,6 +1,7 @@
 """The consumer against the scripted cluster of fakes.py: records delivered in offset
 order, positions and seeks, the reset policies, the fetch errors (KIP-951 hints,
-KIP-253 counts), commits, and the ordered-delivery gate's four calls."""
+KIP-253 counts), commits, KIP-232's offset epochs, and the ordered-delivery gate's four
+calls."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from refka.client.errors import (
 )
 from refka.client.fetcher import ISOLATION_READ_UNCOMMITTED
 from refka.client.group import MemberIdentity
-from refka.client.structs import ConsumerRecord, TopicPartition
+from refka.client.structs import ConsumerRecord, OffsetAndMetadata, OffsetEpoch, TopicPartition
 from refka.protocol import ErrorCode as E
 from refka.protocol.messages.fetch import Fetch
 from tests.client.fakes import FakeCluster
@@ -207,6 +208,50 @@ async def test_auto_commit_commits_on_stop():
     await collect(c, 24)
     await c.stop()
     assert cluster.committed == {("t", 0): (12, 0), ("t", 1): (12, 0)}
+
+
+async def test_a_seek_with_an_offset_epoch_waits_for_metadata_as_new_and_a_commit_carries_its_epoch():
+    cluster = two_partitions()  # leader epochs 0
+    cluster.topic_epochs["t"] = 5
+    c = consumer_on(cluster, group_id="g", enable_auto_commit=False)
+    await c.start()
+    c.assign([T0])
+    c.seek(T0, 4, OffsetEpoch(5, 2).encode())
+    refreshes = cluster.refreshes
+    while cluster.refreshes < refreshes + 3:  # it keeps asking: the cache's leader epoch 0 is behind 2
+        await asyncio.sleep(0.005)
+    assert not cluster.asked("Fetch")
+    await c.commit()  # nothing delivered yet: the seek's leader epoch, the latest metadata's topic epoch
+    assert cluster.committed[("t", 0)] == (4, 2) and cluster.committed_topic_epochs[("t", 0)] == 5
+    cluster.topic("t", [(0, 2), (1, 0)])  # the brokers' metadata catches up
+    got = await collect(c, 8)
+    assert [r.offset for r in got[T0]] == list(range(4, 12))
+    with pytest.raises(ValueError):
+        c.seek(T0, 0, b"not an offset epoch")
+    await c.stop()
+
+
+async def test_position_with_offset_epoch_hands_a_position_to_another_consumer():
+    cluster = FakeCluster()
+    cluster.topic("t", [(0, 3)])
+    cluster.topic_epochs["t"] = 9
+    cluster.append("t", 0, [b"a", b"b"], epoch=1)
+    cluster.append("t", 0, [b"c"], epoch=3)
+    c = consumer_on(cluster, auto_offset_reset="earliest")
+    await c.start()
+    c.assign([T0])
+    await collect(c, 3)
+    om = await c.position_with_offset_epoch(T0)
+    assert om == OffsetAndMetadata(3, "", 3, 9) and om.offset_epoch == OffsetEpoch(9, 3)
+    await c.stop()
+    other = consumer_on(cluster)
+    await other.start()
+    other.assign([T0])
+    other.seek(T0, 1, om.offset_epoch)  # the metadata is as new: delivered at once
+    got = await collect(other, 2)
+    assert [r.value for r in got[T0]] == [b"b", b"c"]
+    assert await other.position_with_offset_epoch(T0) == om
+    await other.stop()
 
 
 class RecordingGate:

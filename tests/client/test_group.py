@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from refka.client.errors import CommitFailedError, KafkaError, KafkaTimeoutError
+from refka.client.errors import CommitFailedError, InvalidInternalMetadataError, KafkaError, KafkaTimeoutError
 from refka.client.group import (
     GroupMember,
     MemberState,
@@ -21,6 +21,7 @@ from refka.client.group import (
 from refka.client.structs import OffsetAndMetadata, TopicPartition
 from refka.protocol import ErrorCode as E
 from refka.protocol.consumer_protocol import Subscription
+from refka.protocol.messages.offset_commit import OffsetCommit
 from tests.client.fakes import FakeCluster
 
 pytestmark = pytest.mark.timeout(30)
@@ -167,6 +168,42 @@ async def test_commits_carry_generation_member_and_leader_epoch_and_fail_when_me
     with pytest.raises(CommitFailedError):
         await member.commit({TopicPartition("t", 0): OffsetAndMetadata(6, "")}, in_group=True)
     assert member.rejoin.is_set() and member.state.member_id == ""
+    await member.close()
+
+
+async def test_commits_carry_the_topic_epoch_given_or_else_the_latest_metadatas_on_the_wire():
+    """KIP-232 (seed 002): OffsetEpoch = the leader epoch given (KIP-320's field) and refka's
+    tagged topic_epoch, which OffsetFetch gives back."""
+    cluster = FakeCluster()
+    cluster.topic("t", [(0, 4), (1, 4)])
+    cluster.topic_epochs["t"] = 7
+    await cluster.refresh(["t"])
+    member = member_of(cluster)
+    await member.join(["t"])
+    await member.commit({TopicPartition("t", 0): OffsetAndMetadata(5, "", 3),
+                         TopicPartition("t", 1): OffsetAndMetadata(6, "", 4, 9)}, in_group=True)
+    (_node, v, req), = cluster.asked("OffsetCommit")
+    wire, _ = OffsetCommit.decode_request(b"".join(bytes(b) for b in OffsetCommit.encode_request(req, v)), v)
+    assert [(p.partition_index, p.committed_leader_epoch, p.topic_epoch) for p in wire.topics[0].partitions] == [
+        (0, 3, 7), (1, 4, 9)]
+    assert v >= 8  # the tag rides on flexible versions only
+    got = await member.fetch_committed([TopicPartition("t", 0), TopicPartition("t", 1)])
+    assert got == {TopicPartition("t", 0): OffsetAndMetadata(5, "", 3, 7),
+                   TopicPartition("t", 1): OffsetAndMetadata(6, "", 4, 9)}
+    assert got[TopicPartition("t", 1)].offset_epoch == (9, 4)
+    await member.close()
+
+
+async def test_invalid_internal_metadata_fails_the_commit_for_good():
+    cluster = await cluster_with(t=(1, None))
+    member = member_of(cluster)
+    await member.join(["t"])
+    cluster.group_errors = {"OffsetCommit": [E.INVALID_INTERNAL_METADATA]}
+    with pytest.raises(InvalidInternalMetadataError) as e:
+        await member.commit({TopicPartition("t", 0): OffsetAndMetadata(5, "", 3, 6)}, in_group=True)
+    assert e.value.partitions == [TopicPartition("t", 0)] and not e.value.retriable
+    assert len(cluster.asked("OffsetCommit")) == 1 and not member.rejoin.is_set()
+    assert ("t", 0) not in cluster.committed
     await member.close()
 
 

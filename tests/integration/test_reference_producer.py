@@ -9,6 +9,10 @@
 - KIP-253: a shrink (CreatePartitions 4 -> 3) while keyed records flow: the producer is
   refused with INVALID_PARTITION_METADATA, re-hashes, and every acknowledged record is
   readable, per key in send order, nothing lands on the marked partition after the shrink.
+- KIP-253 seed 9): on a compacted topic expanded 2 -> 4, a key that moved to partition 2
+  leaves a tombstone (key, null) on partition 0, whose records up to the expansion were
+  deleted (earliest offset past its lowerOffsetThreshold); a key that moved to partition 3
+  leaves none on partition 1, whose records are all still there.
 - KIP-951: a leader moved by a preferred election; the Produce to the old leader is
   answered with the new one, and the retry goes there without the back-off (which is set
   longer than the test's timeout).
@@ -24,6 +28,7 @@ import pytest
 from confluent_kafka import ElectionType, TopicPartition
 from confluent_kafka.admin import NewTopic
 
+from refka.client.partitioning import murmur2, partition_for_key, to_positive
 from refka.client.producer import Producer, RecordMetadata
 from refka.protocol import ErrorCode
 from refka.protocol.messages.create_partitions import CreatePartitions
@@ -226,6 +231,61 @@ def test_a_shrink_while_sending_rehashes_and_keeps_every_key_in_order(cluster):
         for part in (3, 0, 1, 2):  # the marked partition is drained first by a KIP-253 consumer
             seqs += [int(m.value().split(b":")[1]) for m in got[part] if m.key() == k]
         assert seqs == list(range(120)), f"{k!r}: lost, duplicated or out of order"
+
+
+# -- KIP-253 seed 9): the compacted-topic tombstone -----------------------------------
+
+
+def moved_keys(initial: int, before: int, after: int, to: int, n: int) -> list[bytes]:
+    """``n`` keys that go to the new partition ``to`` when ``before`` partitions become ``after``."""
+    out, i = [], 0
+    while len(out) < n:
+        k = b"key-%d" % i
+        h = to_positive(murmur2(k))
+        if partition_for_key(h, initial, after) == to and partition_for_key(h, initial, before) != to:
+            out.append(k)
+        i += 1
+    return out
+
+
+def test_a_key_moved_by_an_expansion_of_a_compacted_topic_leaves_a_tombstone_where_it_was(cluster):
+    topic = unique("compacted")
+    create_topic(cluster.bootstrap, topic, 2, config={"cleanup.policy": "compact"})
+    to_2, to_3 = moved_keys(2, 2, 4, 2, 5), moved_keys(2, 2, 4, 3, 5)  # from partitions 0 and 1
+
+    async def send_before() -> None:
+        p = Producer(bootstrap_servers=cluster.bootstrap, acks="all")
+        await p.start()
+        try:
+            for k in to_2 + to_3:
+                await p.send_and_wait(topic, b"before", key=k)
+        finally:
+            await p.stop()
+
+    run(send_before())
+    create_partitions(cluster, topic, 4)
+    wait_until(lambda: all(counts(cluster, n, topic) == (2, 4) for n in range(3)), message="4 partitions everywhere")
+    a = admin(cluster.bootstrap)  # partition 0's records up to the expansion: all of them
+    deleted = a.delete_records([TopicPartition(topic, 0, len(to_2))], request_timeout=TIMEOUT)
+    assert deleted[TopicPartition(topic, 0)].result(TIMEOUT).low_watermark == len(to_2)
+
+    async def send_after() -> int:
+        p = Producer(bootstrap_servers=cluster.bootstrap, acks="all")
+        await p.start()
+        try:
+            for k in to_2 + to_3:
+                meta = await p.send_and_wait(topic, b"after", key=k)
+                assert meta.partition == (2 if k in to_2 else 3)
+            while p._tombstones.sent < len(to_2):  # fire and forget: wait until handed to a connection
+                await asyncio.sleep(0.01)
+        finally:
+            await p.stop()
+        return p._tombstones.sent
+
+    assert run(send_after()) == len(to_2)
+    wait_until(lambda: len(read_partition(cluster.bootstrap, topic, 0)) == len(to_2), message="tombstones on 0")
+    assert [(m.key(), m.value()) for m in read_partition(cluster.bootstrap, topic, 0)] == [(k, None) for k in to_2]
+    assert [(m.key(), m.value()) for m in read_partition(cluster.bootstrap, topic, 1)] == [(k, b"before") for k in to_3]
 
 
 # -- KIP-951: a leader move followed at once -------------------------------------------
