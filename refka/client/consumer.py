@@ -189,6 +189,7 @@ class Consumer:
         if _gate_factory is None:
             _gate_factory = OrderedDelivery if group_id is not None and ordered_delivery else _NoHolds
         self._gate: DeliveryGate = _gate_factory(self._cluster, group_id or "", key_listener)
+        self._giving_up = False  # _give_up_group is committing: deliver nothing
         self._fetcher = Fetcher(
             self._cluster, limit=self._limit, on_metadata_wanted=self._want_metadata,
             on_stale_counts=self._on_stale_counts, auto_offset_reset=auto_offset_reset,
@@ -328,6 +329,8 @@ class Consumer:
             return {}
 
     def _limit(self, tp: TopicPartition) -> int | None:
+        if self._giving_up:  # the positions being committed are final: nothing more is delivered
+            return 0
         return self._gate.limit(tp) if self._in_group else None
 
     # -- positions ------------------------------------------------------------------------
@@ -541,14 +544,21 @@ class Consumer:
         self._fetcher.apply_committed(committed, tokens)
 
     async def _give_up_group(self) -> None:
+        """Commits the positions (auto-commit) and gives up every partition. Nothing is
+        delivered from the moment the positions are taken: a record delivered while the
+        commit is on its way would be delivered again by whoever gets its partition."""
         if not self._in_group:
             return
-        if self.enable_auto_commit:
-            await self._commit_positions("rebalance")
-        revoked = list(self._fetcher.states)
-        self._in_group = False
-        self._fetcher.assign((), committed_first=False)
-        self._gate.on_revoked(revoked)
+        self._giving_up = True
+        try:
+            if self.enable_auto_commit:
+                await self._commit_positions("rebalance")
+            revoked = list(self._fetcher.states)
+            self._in_group = False
+            self._fetcher.assign((), committed_first=False)
+            self._gate.on_revoked(revoked)
+        finally:
+            self._giving_up = False
 
     async def _assign_all(self, topics: frozenset[str]) -> None:
         """Without a group: every partition of the subscribed topics."""
