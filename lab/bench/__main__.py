@@ -5,6 +5,7 @@
     python -m lab.bench --groups [...]   the consumer-group benchmark instead (groups.py)
     python -m lab.bench --failover [...] the leadership-failover benchmark instead (failover.py)
     python -m lab.bench --partitions [...] the KIP-253 benchmark instead (partitions.py)
+    python -m lab.bench --clients [...]  refka's reference client beside confluent-kafka instead (clients.py)
 
 For each target, in one run on this machine:
 
@@ -164,6 +165,11 @@ def main(argv: list[str] | None = None) -> int:
         from lab.bench import partitions
 
         return partitions.main([a for a in argv if a != "--partitions"])
+    if "--clients" in argv:
+        # The client benchmark has its own options (python -m lab.bench.clients --help).
+        from lab.bench import clients
+
+        return clients.main([a for a in argv if a != "--clients"])
     parser = argparse.ArgumentParser(prog="python -m lab.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--groups", action="store_true",
                         help="run the consumer-group benchmark instead (lab/bench/groups.py; its options: "
@@ -174,6 +180,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", action="store_true",
                         help="run the KIP-253 benchmark instead (lab/bench/partitions.py; its options: "
                              "python -m lab.bench.partitions --help)")
+    parser.add_argument("--clients", action="store_true",
+                        help="run the client benchmark instead: refka's reference Producer and Consumer beside "
+                             "confluent-kafka's (lab/bench/clients.py; its options: python -m lab.bench.clients --help)")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run: 10x fewer records, one start-up spawn (well under 2 min)")
     parser.add_argument("--targets", default=",".join(targets.ALL),
