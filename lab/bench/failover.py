@@ -426,17 +426,31 @@ class ZooKeeperCluster:
         base = _free_run(random.randrange(30000, 31000), self.brokers)
         for i in range(self.brokers):
             self.ports[i] = base + i
-            with open(self.workdir / f"broker-{i}.log", "ab") as log:
-                self.procs.append(subprocess.Popen(
-                    [sys.executable, "-m", "refka.cli", "serve", "--zookeeper", f"{self.zk.connect}/bench",
-                     "--broker-id", str(i), "--port", str(base + i), "--data-dir", str(self.workdir / f"data{i}"),
-                     *(a for k, v in self.overrides.items() for a in ("--override", f"{k}={v}"))],
-                    stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=targets.REPO_ROOT))
+            self.procs.append(self._spawn(i))
         _wait(lambda: _lists_brokers(base, self.brokers), TIMEOUT, "three registered brokers")
         return ",".join(f"{targets.HOST}:{p}" for p in self.ports.values())
 
+    def _spawn(self, node_id: int) -> subprocess.Popen[bytes]:
+        assert self.zk is not None
+        with open(self.workdir / f"broker-{node_id}.log", "ab") as log:
+            return subprocess.Popen(
+                [sys.executable, "-m", "refka.cli", "serve", "--zookeeper", f"{self.zk.connect}/bench",
+                 "--broker-id", str(node_id), "--port", str(self.ports[node_id]),
+                 "--data-dir", str(self.workdir / f"data{node_id}"),
+                 *(a for k, v in self.overrides.items() for a in ("--override", f"{k}={v}"))],
+                stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL, cwd=targets.REPO_ROOT)
+
     def pid(self, node_id: int) -> int:
         return self.procs[node_id].pid
+
+    def kill(self, node_id: int) -> None:
+        """kill -9 of broker ``node_id``'s process (no controlled shutdown, no goodbye)."""
+        self.procs[node_id].kill()
+        self.procs[node_id].wait(10)
+
+    def restart(self, node_id: int) -> None:
+        """Broker ``node_id`` again, on its port and its data dir."""
+        self.procs[node_id] = self._spawn(node_id)
 
     def stop(self) -> None:
         for p in self.procs:
