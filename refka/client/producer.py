@@ -82,13 +82,18 @@ to ``SplitTombstones``, which decides (once per partition, cached) whether the
 partition it was split from gets a (key, null) record, and sends those with
 acks=0 beside the producer's own batches.
 
-Not here yet: transactions, a bound on buffered memory (``send`` never waits for
-room).
+Back-pressure: ``send`` waits while the records not yet answered take
+``buffer_memory`` bytes (Java's buffer.memory, 32 MiB; aiokafka's send waits
+too), sending what lingers at once, and raises KafkaTimeoutError after
+``max_block_ms`` (Java's max.block.ms, 60 s).
+
+Not here yet: transactions.
 """
 
 from __future__ import annotations
 
 import asyncio
+import functools
 import itertools
 import random
 import time
@@ -207,6 +212,8 @@ class Producer:
         metadata_max_age_ms: int = 300000,
         metadata_max_idle_ms: int = 300000,
         delivery_timeout_ms: int = 120000,
+        buffer_memory: int = 33554432,
+        max_block_ms: int = 60000,
     ) -> None:
         if acks is None:
             acks = "all" if enable_idempotence else 1
@@ -226,6 +233,12 @@ class Producer:
         self.retry_backoff = retry_backoff_ms / 1000
         self.metadata_max_age = metadata_max_age_ms / 1000
         self.delivery_timeout = delivery_timeout_ms / 1000
+        if buffer_memory < 1:
+            raise ValueError("buffer_memory must be a positive number of bytes")
+        self.buffer_memory = buffer_memory
+        self.max_block = max_block_ms / 1000
+        self._buffered = 0  # bytes of records sent to us and not yet answered (Java's buffer.memory)
+        self._room = asyncio.Event()  # set each time records leave the buffer
         self._cluster = ClusterClient(bootstrap_servers, self.client_id, request_timeout=request_timeout_ms / 1000)
         self._topics: dict[str, _TopicState] = {}
         self._numbers = itertools.count()
@@ -290,12 +303,41 @@ class Producer:
             await self._wait_for_topic(topic)
         fut: asyncio.Future[RecordMetadata] = asyncio.get_running_loop().create_future()
         stamp = timestamp_ms if timestamp_ms is not None else time.time_ns() // 1_000_000
-        ts.waiting.append(_Record(next(self._numbers), key, value, list(headers or ()), stamp, partition, fut))
+        record = _Record(next(self._numbers), key, value, list(headers or ()), stamp, partition, fut)
+        await self._wait_for_room(record.size)
+        if self._closed:
+            raise ProducerClosed("producer stopped")
+        ts.waiting.append(record)
         self._outstanding.add(fut)
-        fut.add_done_callback(self._outstanding.discard)
+        self._buffered += record.size
+        fut.add_done_callback(functools.partial(self._released, size=record.size))
         self._assign(topic, ts)
         self._wake.set()
         return fut
+
+    async def _wait_for_room(self, size: int) -> None:
+        """Back-pressure (Java's buffer.memory and max.block.ms): ``send`` waits while the
+        records not yet answered take ``buffer_memory`` bytes (one record larger than that
+        alone goes through), and raises KafkaTimeoutError after ``max_block_ms``."""
+        if self._buffered == 0 or self._buffered + size <= self.buffer_memory:
+            return
+        self._flushing += 1  # what lingers is sent now: it is what will make room
+        self._wake.set()
+        try:
+            async with asyncio.timeout(self.max_block):
+                while self._buffered > 0 and self._buffered + size > self.buffer_memory and not self._closed:
+                    self._room.clear()
+                    await self._room.wait()
+        except TimeoutError:
+            raise KafkaTimeoutError(f"no room in buffer_memory ({self.buffer_memory} bytes) for "
+                                    f"{self.max_block * 1000:.0f} ms") from None
+        finally:
+            self._flushing -= 1
+
+    def _released(self, fut: asyncio.Future[RecordMetadata], *, size: int) -> None:
+        self._outstanding.discard(fut)
+        self._buffered -= size
+        self._room.set()
 
     async def send_and_wait(self, topic: str, value: bytes | None = None, key: bytes | None = None,
                             partition: int | None = None, headers: Sequence[tuple[str, bytes | None]] | None = None,

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from refka.client.errors import KafkaError
+from refka.client.errors import KafkaError, KafkaTimeoutError
 from refka.client.metadata import ClusterMetadata
 from refka.client.partitioning import default_partition, murmur2, partition_for_key, to_positive
 from refka.client.producer import Producer
@@ -264,4 +264,40 @@ async def test_unkeyed_records_stay_on_undeleted_partitions():
     futs = [await producer.send("t", b"v%d" % i) for i in range(200)]
     await producer.flush()
     assert {f.result().partition for f in futs} == {0, 1, 2}
+    await producer.stop()
+
+
+async def test_send_waits_for_room_in_buffer_memory_and_gives_up_after_max_block_ms():
+    """Records of 124 bytes (100-byte values + 24 of overhead) in a 500-byte buffer: four fit,
+    the fifth send waits until answers free room (what lingered is sent at once, so room
+    comes without waiting out linger_ms); with the broker silent it raises after max_block_ms."""
+    cluster = FakeCluster()
+    cluster.topic("t", [(0, 0)])
+    cluster.gate.clear()  # Produce answered only when the test says so
+    producer = await started(cluster, linger_ms=10_000, buffer_memory=500, max_block_ms=200)
+    futs = [await producer.send("t", b"x" * 100, partition=0) for _ in range(4)]
+    fifth = asyncio.ensure_future(producer.send("t", b"y" * 100, partition=0))
+    await asyncio.sleep(0.05)
+    assert not fifth.done() and cluster.requests, "waiting for room, the lingering batch sent"
+    cluster.gate.set()
+    fut5 = await asyncio.wait_for(fifth, 1)
+    await producer.flush()
+    assert [f.result().offset for f in [*futs, fut5]] == [0, 1, 2, 3, 4]
+
+    cluster.gate.clear()
+    for _ in range(4):
+        await producer.send("t", b"z" * 100, partition=0)
+    with pytest.raises(KafkaTimeoutError):
+        await producer.send("t", b"w" * 100, partition=0)
+    cluster.gate.set()
+    await producer.stop()
+    assert [v for _k, v in cluster.log[("t", 0)]][5:] == [b"z" * 100] * 4  # the refused record was never sent
+
+
+async def test_a_record_larger_than_buffer_memory_alone_goes_through():
+    cluster = FakeCluster()
+    cluster.topic("t", [(0, 0)])
+    producer = await started(cluster, buffer_memory=50)
+    meta = await producer.send_and_wait("t", b"v" * 1000, partition=0)
+    assert meta.offset == 0
     await producer.stop()
