@@ -6,6 +6,7 @@
     python -m lab.bench --failover [...] the leadership-failover benchmark instead (failover.py)
     python -m lab.bench --partitions [...] the KIP-253 benchmark instead (partitions.py)
     python -m lab.bench --clients [...]  refka's reference client beside confluent-kafka instead (clients.py)
+    python -m lab.bench --ordered [...]  the long chaos plan of lab/scenarios/ordered_delivery.py instead
 
 For each target, in one run on this machine:
 
@@ -148,6 +149,10 @@ def _codec_figures(quick: bool) -> list[str]:
     return lines[:-1]
 
 
+ORDERED_LONG_PLAN = ["--plan", "4,8,6,12,9,16,12", "--cluster", "zookeeper", "--chaos", "controller",
+                     "--step-seconds", "8", "--finish-timeout", "300", "--drain-timeout", "300"]
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if "--groups" in argv:
@@ -170,6 +175,13 @@ def main(argv: list[str] | None = None) -> int:
         from lab.bench import clients
 
         return clients.main([a for a in argv if a != "--clients"])
+    if "--ordered" in argv:
+        # KIP-253 under chaos: the scenario's long plan, three ZooKeeper-backed processes, the
+        # controller killed after each change; its options (python -m lab.scenarios.ordered_delivery
+        # --help) override these.
+        from lab.scenarios import ordered_delivery
+
+        return ordered_delivery.main([*ORDERED_LONG_PLAN, *(a for a in argv if a != "--ordered")])
     parser = argparse.ArgumentParser(prog="python -m lab.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--groups", action="store_true",
                         help="run the consumer-group benchmark instead (lab/bench/groups.py; its options: "
@@ -183,6 +195,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", action="store_true",
                         help="run the client benchmark instead: refka's reference Producer and Consumer beside "
                              "confluent-kafka's (lab/bench/clients.py; its options: python -m lab.bench.clients --help)")
+    parser.add_argument("--ordered", action="store_true",
+                        help="run the long chaos plan of lab/scenarios/ordered_delivery.py instead (its options: "
+                             "python -m lab.scenarios.ordered_delivery --help)")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run: 10x fewer records, one start-up spawn (well under 2 min)")
     parser.add_argument("--targets", default=",".join(targets.ALL),

@@ -39,7 +39,11 @@ refka's client; the control shows what a stock client does.
 The refka run's deliveries must be complete before its audit means anything,
 so a run whose consumers did not deliver every acknowledged record within
 ``--finish-timeout`` says so (``complete: false``) and exits 1, as does a
-refka run with a violation, a loss or a callback miss.
+refka run with a violation, a loss or a callback miss. A plan that cannot go on
+(a change not seen by every broker, a shrink whose marked partitions the
+group never consumes within ``--drain-timeout``) stops there: the producers
+and consumers are stopped, the logs audited all the same, and the reason is
+the client's ``error`` in summary.json.
 """
 
 from __future__ import annotations
@@ -410,26 +414,34 @@ async def run_client(client: str, cluster: Any, out: Path, cfg: Config) -> dict[
         _say(f"{client}: topic {run.topic}, {len(producers)} producers, {len(consumers)} consumers, plan {cfg.plan}")
         await asyncio.sleep(cfg.join_seconds)
         current = cfg.plan[0]
-        for count in cfg.plan[1:]:
-            action = "expand" if count > current else "shrink"
-            run.event(action, partitions_from=current, partitions_to=count)
-            _say(f"{client}: {action} {current} -> {count}")
-            await admin.create_partitions(run.topic, count, 120)
-            if cfg.chaos == "controller":
-                await _chaos(cluster, admin, run, cfg, "controller")
-            await admin.until_every_broker(run.topic, lambda t, n=count: t.error_code == 0 and _undeleted(t) == n
-                                           and len(t.partitions) >= n, 120, f"{count} undeleted partitions")
-            run.event("changed", partitions_to=count)
-            if count < current:
-                await _drain(admin, run, cfg, list(range(count, current)))
-            current = count
-            if cfg.chaos == "broker":
-                await _chaos(cluster, admin, run, cfg, "broker")
-            await asyncio.sleep(cfg.step_seconds)
+        error = None
+        try:
+            for count in cfg.plan[1:]:
+                action = "expand" if count > current else "shrink"
+                run.event(action, partitions_from=current, partitions_to=count)
+                _say(f"{client}: {action} {current} -> {count}")
+                await admin.create_partitions(run.topic, count, 120)
+                if cfg.chaos == "controller":
+                    await _chaos(cluster, admin, run, cfg, "controller")
+                await admin.until_every_broker(run.topic, lambda t, n=count: t.error_code == 0 and _undeleted(t) == n
+                                               and len(t.partitions) >= n, 120, f"{count} undeleted partitions")
+                run.event("changed", partitions_to=count)
+                if count < current:
+                    await _drain(admin, run, cfg, list(range(count, current)))
+                current = count
+                if cfg.chaos == "broker":
+                    await _chaos(cluster, admin, run, cfg, "broker")
+                await asyncio.sleep(cfg.step_seconds)
+        except ScenarioError as e:
+            # The plan could not go on (a group that never consumed the marked partitions, a
+            # change not seen everywhere): said in the results, and the logs are audited still.
+            error = str(e)
+            run.event("plan_failed", error=error)
+            _say(f"{client}: the plan stopped: {error}")
         run.event("producers_stopping")
         _stop(run, producers, 90)
         progress = _Progress(run)
-        deadline = time.monotonic() + cfg.finish_timeout
+        deadline = time.monotonic() + (cfg.finish_timeout if error is None else 10)
         while (missing := progress.missing()) and time.monotonic() < deadline:
             await asyncio.sleep(0.5)
         run.event("consumers_stopping", missing=missing)
@@ -445,6 +457,7 @@ async def run_client(client: str, cluster: Any, out: Path, cfg: Config) -> dict[
                    read_jsonl(sorted(run.dir.glob("callbacks-*.jsonl"))) if client == "refka" else None,
                    run.timeline)
     result["complete"] = missing == 0
+    result["error"] = error
     result["expansion_to_first_new_delivery_ms"] = _first_new_deliveries(run)
     result["topic"] = run.topic
     result["exit_codes"] = {n: p.returncode for n, p in run.procs.items()}
@@ -488,6 +501,7 @@ def table(results: dict[str, Any]) -> str:
     row("delivered (distinct)", lambda r: r["delivered"])
     row("deliveries", lambda r: r["deliveries"])
     row("complete", lambda r: r["complete"])
+    row("plan", lambda r: "done" if r["error"] is None else "stopped (summary.json says why)")
     row("order violations", lambda r: r["violations"])
     row("keys with violations", lambda r: f"{r['keys_with_violations']} of {r['keys']}")
     row("losses", lambda r: r["losses"])
@@ -593,8 +607,8 @@ def main(argv: list[str] | None = None) -> int:
     print(table(results))
     print(f"(logs and summary.json in {out})")
     refka = results.get("refka")
-    if refka is not None and not (refka["complete"] and refka["violations"] == 0 and refka["losses"] == 0
-                                  and refka["callback_misses"] == 0):
+    if refka is not None and not (refka["complete"] and refka["error"] is None and refka["violations"] == 0
+                                  and refka["losses"] == 0 and refka["callback_misses"] == 0):
         return 1
     return 0
 
