@@ -344,7 +344,8 @@ async def _drain(admin: Admin, run: Run, cfg: Config, marked: list[int]) -> None
             committed = await admin.committed(run.group, run.topic, marked)
         except (BrokerConnectionError, OSError, ScenarioError):
             hw, committed = {}, {}
-        if len(hw) == len(marked) and all(committed.get(p, -1) >= hw[p] for p in marked):
+        # An empty partition (high watermark 0) has nothing to consume and nothing committed.
+        if len(hw) == len(marked) and all(hw[p] == 0 or committed.get(p, -1) >= hw[p] for p in marked):
             break
         if time.monotonic() > deadline:
             raise ScenarioError(f"{run.topic}: the group did not consume marked partitions {marked} within "
