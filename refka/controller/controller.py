@@ -376,7 +376,9 @@ class Controller:
             ctx.pstates.transition(tp, P.NEW)
             ctx.pstates.transition(tp, P.ONLINE if s.leader in ctx.live else P.OFFLINE)
         batch = RequestBatch()
-        # Finish what earlier controllers did not: counts, epochs, half-made partitions.
+        # Finish what earlier controllers did not: counts, epochs, half-made partitions (not
+        # for a topic queued for deletion, which its deletion finishes).
+        await self._topics.refresh_deleting()
         for name in sorted(ctx.topics):
             await self._topics.complete_topic(name, batch)
         await self._elect_offline(ctx.pstates.keys_in(P.OFFLINE), batch)

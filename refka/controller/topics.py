@@ -38,7 +38,10 @@ expansion, and TopicDeletionManager), run on the controller's event task.
   each once it is empty.
 - Deletion (``TopicDeletion``: ``/admin/delete_topics`` children):
   UpdateMetadata with leader -2 for its partitions, StopReplica(delete) to
-  every live replica, then the topic's znodes go. (Kafka waits for every
+  every live replica, then the topic's znodes go, the partitions' 256 at a
+  time with the event loop let go between, the topic's own last; a topic
+  queued for deletion is never completed meanwhile, at failover either, so
+  what a dead controller left half deleted is only deleted. (Kafka waits for every
   replica to confirm before removing the znodes; refka does not: a replica on
   a dead broker keeps its log until that broker's next full LeaderAndIsr,
   which omits it.)
@@ -81,7 +84,7 @@ from .faults import reached
 from .request_batch import BatchSender, RequestBatch
 from .state_machine import PartitionStateName, ReplicaStateName, initial_state
 from .store import Op
-from .zk_client import ControllerZkClient
+from .zk_client import DELETE_CHUNK, ControllerZkClient
 from .znodes import PartitionStateZnode, PartitionZnode
 
 log = structlog.get_logger("refka.controller")
@@ -105,11 +108,19 @@ class TopicManager:
         self.sender = sender
         self.election = election  # the controller epoch the new states carry
         self.expansion_ack_timeout = expansion_ack_timeout  # KIP-253: wait for LeaderAndIsr answers
+        # Topics queued in /admin/delete_topics: never completed (a deletion a dead controller
+        # left half done must not have its partitions made again), only deleted (Kafka's
+        # TopicDeletionManager keeps them ineligible too). Read again at every topic event.
+        self.deleting: set[str] = set()
+
+    async def refresh_deleting(self) -> None:
+        self.deleting = await self.zk.topics_queued_for_deletion()
 
     # ---- events --------------------------------------------------------------------------------
 
     async def on_topic_change(self) -> None:
         ctx = self.context
+        await self.refresh_deleting()
         names = set(await self.zk.topic_names())
         batch = RequestBatch()
         for name in sorted(names - set(ctx.topics)):
@@ -135,6 +146,7 @@ class TopicManager:
         topic, version = read
         if old is None:
             return
+        await self.refresh_deleting()
         if topic.topic_id != old.topic_id:
             log.warning("topic_replaced", topic=name)
         ctx.topics[name] = topic
@@ -147,13 +159,16 @@ class TopicManager:
     async def on_topic_deletion(self) -> None:
         ctx = self.context
         names = await self.zk.topics_to_delete()
+        self.deleting = set(names)
         batch = RequestBatch()
         for name in sorted(names):
             if name not in ctx.topics:
                 await self.zk.delete_topic(name, [])
                 continue
             tps = ctx.partitions_of(name)
-            for tp in tps:
+            for n, tp in enumerate(tps, 1):
+                if n % DELETE_CHUNK == 0:
+                    await asyncio.sleep(0)  # thousands of partitions: let the brokers of this process answer
                 if ctx.pstates.state(tp) is not P.NON_EXISTENT:
                     if ctx.pstates.state(tp) is not P.OFFLINE:
                         ctx.pstates.transition(tp, P.OFFLINE)
@@ -178,6 +193,8 @@ class TopicManager:
     # ---- creation, completion, expansion, shrink ----------------------------------------------
 
     def _incomplete(self, name: str) -> bool:
+        if name in self.deleting:
+            return False
         ctx = self.context
         t = ctx.topics[name]
         if t.topic_epoch < 0 or t.initial_partition_count < 0 or t.undeleted_partition_count < 0:
@@ -191,6 +208,8 @@ class TopicManager:
         steps): counts and topic epoch, then creation or expansion (partitions without a
         partition znode), then shrink (partitions at or above the count not marked yet),
         finishing what an earlier controller started."""
+        if name in self.deleting:
+            return  # only deleted from now on (``deleting``)
         ctx = self.context
         topic = ctx.topics[name]
         ordered = ordered_delivery(ctx.topic_configs.get(name, {}))

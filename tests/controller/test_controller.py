@@ -493,6 +493,42 @@ async def test_a_new_controller_finishes_a_half_done_expansion() -> None:
         await cl.stop()
 
 
+async def test_a_new_controller_finishes_a_half_done_deletion_without_making_partitions_again() -> None:
+    """A controller died while deleting a topic (its partitions' znodes go 256 at a time):
+    partition 1's znodes are gone, partition 0's and the topic's are there, the topic is still
+    queued in /admin/delete_topics. The next controller deletes the rest and never makes
+    partition 1 again (complete_topic would, for a topic not queued for deletion)."""
+    cl = Cluster()
+    await cl.store.start()
+    await admin.ensure_cluster(cl.store)
+    for b in BROKERS:
+        await cl.start_broker(b)
+    topic = znodes.TopicAssignment("doomed", znodes.new_topic_id(), {0: [1, 2], 1: [2, 3]},
+                                   initial_partition_count=2, undeleted_partition_count=2, topic_epoch=1)
+    await cl.store.create("/brokers/topics/doomed", topic.to_json())
+    await cl.store.create("/brokers/topics/doomed/partitions/0", znodes.PartitionZnode(2).to_json(), makepath=True)
+    await cl.store.create("/brokers/topics/doomed/partitions/0/state",
+                          znodes.PartitionStateZnode(1, 5, (1, 2), 0).to_json())
+    await cl.store.create("/partition_epoch", b"3")
+    await cl.store.create("/admin/delete_topics/doomed", b"", makepath=True)
+    cl.channels[1] = FakeChannel()
+    cl.controllers[1] = Controller(cl.sessions[1], 1, cl.channels[1])
+    await cl.controllers[1].start()
+    try:
+        await wait_until_async(lambda: cl.controllers[1].is_active)
+        await wait_until_async(lambda: "doomed" not in cl.controllers[1].context.topics)
+        await cl.settle()
+        for path in ("/brokers/topics/doomed", "/admin/delete_topics/doomed"):
+            assert await cl.store.exists(path) is None, path
+        assert (await cl.store.get("/partition_epoch"))[0] == b"3", "no partition was made again"
+        made = [r for r in cl.channels[1].of("LeaderAndIsr", 2) + cl.channels[1].of("LeaderAndIsr", 3)
+                if any(t.topic_name == "doomed" and p.partition_index == 1 and p.is_new
+                       for t in r.topic_states for p in t.partition_states)]
+        assert made == []
+    finally:
+        await cl.stop()
+
+
 async def test_controlled_shutdown_moves_leadership_away(cluster: Cluster) -> None:
     await create(cluster, "cs", {0: [2, 1], 1: [1, 2]})
     await create(cluster, "cs1", {0: [2]})

@@ -17,6 +17,8 @@ Behavior:
   (deletion) always applies.
 - A __consumer_offsets partition that stops here has its groups dropped by
   the group coordinator.
+- Other connections are let in every 16 partitions (a topic of thousands of
+  partitions deleted at once held the event loop for seconds).
 
 Version notes:
 - v1 topics grouped, broker_epoch. v2 flexible (refka's controller_token). v3
@@ -25,11 +27,14 @@ Version notes:
 
 from __future__ import annotations
 
+import asyncio
+
 from refka.protocol import ErrorCode
 from refka.protocol.messages.stop_replica import StopReplica
 
 from ..group import OFFSETS_TOPIC
 from ..registry import handles
+from .leader_and_isr import YIELD_EVERY
 
 Resp = StopReplica.Response
 RErr = Resp.StopReplicaPartitionError
@@ -63,7 +68,10 @@ async def handle_stop_replica(ctx, req):
     if fenced != ErrorCode.NONE:
         return Resp(error_code=fenced)
     errors = []
-    for topic, index, epoch, delete in _partitions(req, ctx.api_version):
+    deleted_from: set[str] = set()
+    for n, (topic, index, epoch, delete) in enumerate(_partitions(req, ctx.api_version), 1):
+        if n % YIELD_EVERY == 0:
+            await asyncio.sleep(0)  # thousands of partitions (a topic deleted): let the other connections in
         p = broker.replicas.get(topic, index)
         if p is not None and epoch not in (-1, EPOCH_DURING_DELETE) and epoch < p.leader_epoch:
             errors.append(RErr(topic_name=topic, partition_index=index, error_code=ErrorCode.FENCED_LEADER_EPOCH))
@@ -71,9 +79,14 @@ async def handle_stop_replica(ctx, req):
         broker.replicas.stop_replica(topic, index, delete)
         if topic == OFFSETS_TOPIC:
             broker.groups.on_resign(index)
-        if delete and not any(t == topic for t, _i in broker.replicas.partitions):
-            # The topic's last partition here (a KIP-253 removal leaves the others hosted,
-            # and they keep the topic's overrides: min.insync.replicas, retention ...).
-            broker.replicas.topic_configs.pop(topic, None)
+        if delete:
+            deleted_from.add(topic)
         errors.append(RErr(topic_name=topic, partition_index=index, error_code=ErrorCode.NONE))
+    if deleted_from:
+        # A topic whose last partition here went drops its overrides (a KIP-253 removal leaves
+        # the others hosted, and they keep min.insync.replicas, retention ...). One pass over
+        # the hosted partitions, not one per stopped partition (9,192 of them took seconds).
+        hosted = {t for t, _i in broker.replicas.partitions}
+        for topic in deleted_from - hosted:
+            broker.replicas.topic_configs.pop(topic, None)
     return Resp(error_code=ErrorCode.NONE, partition_errors=errors)
