@@ -9,7 +9,8 @@ Behavior:
 
 Version notes:
 - v1: throttle_time_ms.
-- v3: flexible; client software name and version (KIP-511); feature tags (KIP-584, empty).
+- v3: flexible; client software name and version (KIP-511), kept in the connection's
+  recording (recording.py); feature tags (KIP-584, empty).
 """
 
 from refka.protocol import ErrorCode
@@ -20,4 +21,8 @@ from ..registry import api_versions_response, handles
 
 @handles(ApiVersions.key, 0, 4)
 def handle_api_versions(ctx, req):
+    rec = ctx.conn.recording
+    if ctx.api_version >= 3 and rec is not None:  # KIP-511: the connection's identity
+        rec.software_name = req.client_software_name
+        rec.software_version = req.client_software_version
     return api_versions_response(ErrorCode.NONE)
