@@ -31,8 +31,7 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily
 
 from . import recording
-from .recording import BrokerRecordings
-from .registry import HANDLERS
+from .recording import BrokerRecordings, api_name
 
 RecordingsSource = Callable[[], list[BrokerRecordings]]
 
@@ -114,11 +113,6 @@ OPENAPI: dict[str, Any] = {
 }
 
 
-def _api_name(key: int) -> str:
-    h = HANDLERS.get(key)
-    return h.api.name if h is not None else str(key)
-
-
 class RecordingsCollector:
     """prometheus-client collector over the brokers' recordings, read at each scrape."""
 
@@ -143,7 +137,7 @@ class RecordingsCollector:
         for b in self.source():
             bid = str(b.broker_id)
             for (client_id, software, key), (n, rq, rs) in sorted(b.request_counts().items()):
-                lv = [bid, client_id, software, _api_name(key)]
+                lv = [bid, client_id, software, api_name(key)]
                 requests.add_metric(lv, n)
                 req_bytes.add_metric(lv, rq)
                 resp_bytes.add_metric(lv, rs)

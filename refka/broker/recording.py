@@ -36,10 +36,10 @@ from collections.abc import Iterator
 from typing import Any
 
 from refka.protocol import ErrorCode
+from refka.protocol.messages import APIS
 from refka.protocol.schema import Array, Struct
 
 from .logging import get_logger
-from .registry import HANDLERS
 
 log = get_logger("refka.recording")
 
@@ -94,9 +94,9 @@ def _error_name(code: int) -> str:
         return str(code)
 
 
-def _api_name(key: int) -> str:
-    h = HANDLERS.get(key)
-    return h.api.name if h is not None else str(key)
+def api_name(key: int) -> str:
+    api = APIS.get(key)
+    return api.name if api is not None else str(key)
 
 
 class ConnectionRecording:
@@ -158,7 +158,7 @@ class ConnectionRecording:
         """Identity, open/close times and request counts per API (the admin API's connection)."""
         return {**self.identity(), "opened_ms": round(self.opened_ms, 3),
                 "closed_ms": None if self.closed_ms is None else round(self.closed_ms, 3),
-                "requests": {_api_name(k): c[0] for k, c in sorted(self.counts.items())},
+                "requests": {api_name(k): c[0] for k, c in sorted(self.counts.items())},
                 "requests_total": sum(c[0] for c in self.counts.values())}
 
     def entries(self) -> list[dict[str, Any]]:
@@ -168,7 +168,7 @@ class ConnectionRecording:
 
 
 def entry_dict(identity: dict[str, Any], e: tuple[Any, ...]) -> dict[str, Any]:
-    out = {"time_ms": round(e[_WALL], 3), **identity, "api_key": e[_KEY], "api": _api_name(e[_KEY]),
+    out = {"time_ms": round(e[_WALL], 3), **identity, "api_key": e[_KEY], "api": api_name(e[_KEY]),
            "api_version": e[_VERSION], "correlation_id": e[_CORR]}
     topics = e[_TOPICS]
     if topics is not None:
