@@ -22,7 +22,9 @@ from ..registry import api_versions_response, handles
 @handles(ApiVersions.key, 0, 4)
 def handle_api_versions(ctx, req):
     rec = ctx.conn.recording
-    if ctx.api_version >= 3 and rec is not None:  # KIP-511: the connection's identity
-        rec.software_name = req.client_software_name
-        rec.software_version = req.client_software_version
+    if rec is not None:  # the connection's identity, even with recording off
+        rec.client_id = ctx.client_id
+        if ctx.api_version >= 3:  # KIP-511
+            rec.software_name = req.client_software_name
+            rec.software_version = req.client_software_version
     return api_versions_response(ErrorCode.NONE)
