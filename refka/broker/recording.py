@@ -12,9 +12,10 @@ written or queued) and the distinct error codes of the answer, top-level and
 per partition, as ``ErrorCode`` names.
 
 Cost: the hot path does one tuple into a ``deque(maxlen=N)`` and three
-additions per request; the error codes are found by walking only the
-``error_code`` fields of the response's declaration (paths compiled once per
-API). Entries become dicts only when read (admin HTTP API, ``--record``).
+additions per request; the error codes are found by a function compiled once
+per API from the response's declaration that loops over its ``error_code``
+fields only (~1 us for a one-partition Produce answer). Entries become dicts
+only when read (admin HTTP API, ``--record``).
 
 A broker's ``BrokerRecordings`` holds its open connections' recordings and
 the last ``refka.recording.closed.connections`` closed ones; the request
@@ -32,7 +33,7 @@ import asyncio
 import json
 import time
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from refka.protocol import ErrorCode
@@ -49,42 +50,49 @@ ALL_TOPICS = "all"
 _WALL, _KEY, _VERSION, _CORR, _TOPICS, _REQ, _RESP, _LATENCY, _ERRORS = range(9)
 
 
-def _error_paths(s: Struct, prefix: tuple[str, ...] = ()) -> list[tuple[str, ...]]:
-    """The attribute paths from a response to each of its ``error_code`` fields."""
-    out = []
+def _error_code_lines(s: Struct, var: str, depth: int, indent: str) -> list[str]:
+    """Source that adds each non-zero ``error_code`` of the struct in ``var`` (and of the
+    structs nested in it) to ``found``."""
+    lines = []
     for f in s.fields:
         t = f.type.element if isinstance(f.type, Array) else f.type
         if isinstance(t, Struct):
-            out.extend(_error_paths(t, (*prefix, f.name)))
+            inner = _error_code_lines(t, f"x{depth}", depth + 1, indent + "    ")
+            if not inner:
+                continue
+            if isinstance(f.type, Array):
+                lines.append(f"{indent}for x{depth} in {var}.{f.name} or ():")
+            else:
+                lines += [f"{indent}x{depth} = {var}.{f.name}", f"{indent}if x{depth} is not None:"]
+            lines += inner
         elif f.name == "error_code":
-            out.append((*prefix, f.name))
-    return out
+            lines += [f"{indent}if {var}.error_code:",
+                      f"{indent}    if found is None:",
+                      f"{indent}        found = set()",
+                      f"{indent}    found.add({var}.error_code)"]
+    return lines
 
 
-def _collect(obj: Any, path: tuple[str, ...], i: int, out: set[int]) -> None:
-    v = getattr(obj, path[i], None)
-    if i == len(path) - 1:
-        if v:
-            out.add(v)
-    elif type(v) is list:
-        for x in v:
-            _collect(x, path, i + 1, out)
-    elif v is not None:
-        _collect(v, path, i + 1, out)
+def _compile_error_codes(s: Struct) -> Callable[[Any], tuple[int, ...]]:
+    """A function of a response giving its distinct non-zero error codes, sorted: straight
+    loops over the declaration's error_code fields, made once per API (the hot path)."""
+    body = _error_code_lines(s, "r", 0, "    ")
+    src = "def error_codes(r):\n    found = None\n" + "\n".join(body) + (
+        "\n    return () if found is None else tuple(sorted(found))\n")
+    ns: dict[str, Any] = {}
+    exec(compile(src, f"<refka error codes {s.name}>", "exec"), ns)
+    return ns["error_codes"]  # type: ignore[no-any-return]
 
 
-_PATHS: dict[int, list[tuple[str, ...]]] = {}
+_ERROR_CODES: dict[int, Callable[[Any], tuple[int, ...]]] = {}
 
 
 def error_codes(api: Any, response: Any) -> tuple[int, ...]:
     """The distinct non-zero error codes of ``response`` (an answer of ``api``), sorted."""
-    paths = _PATHS.get(api.key)
-    if paths is None:
-        paths = _PATHS[api.key] = _error_paths(api.spec.response)
-    found: set[int] = set()
-    for p in paths:
-        _collect(response, p, 0, found)
-    return tuple(sorted(found))
+    fn = _ERROR_CODES.get(api.key)
+    if fn is None:
+        fn = _ERROR_CODES[api.key] = _compile_error_codes(api.spec.response)
+    return fn(response)
 
 
 def _error_name(code: int) -> str:

@@ -7,6 +7,7 @@ import json
 
 from refka.broker.recording import ALL_TOPICS, BrokerRecordings, RecordFile, entries, error_codes
 from refka.protocol import ErrorCode
+from refka.protocol.messages import APIS
 from refka.protocol.messages.api_versions import ApiVersions
 from refka.protocol.messages.metadata import Metadata
 from refka.protocol.messages.produce import Produce
@@ -26,6 +27,11 @@ def test_error_codes_are_the_distinct_non_zero_codes_at_every_level():
                        R.MetadataResponseTopic(name="b", error_code=0)])
     assert error_codes(Metadata, answer) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,)
     assert error_codes(ApiVersions, ApiVersions.Response(error_code=ErrorCode.UNSUPPORTED_VERSION)) == (35,)
+
+
+def test_every_apis_answer_can_be_searched_for_error_codes():
+    for api in APIS.values():
+        assert error_codes(api, api.Response()) == (), api.name
 
 
 def test_an_entry_says_what_was_asked_and_answered():
