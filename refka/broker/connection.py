@@ -347,7 +347,6 @@ class Connection(asyncio.BufferedProtocol):
             return
         ctx = RequestContext(self.broker, self, api_key, version, correlation_id, header.client_id,
                              len(frame) + 4)
-        self.broker.stats.request(api_key, len(frame) + 4)
         if deferred:
             self._dispatch(replace(handler, fn=_when_ready, is_async=True), ctx, (handler, request), len(frame))
         else:
