@@ -124,14 +124,15 @@ class RequestContext:
                  "size", "topics")
 
     def __init__(self, broker: ConnectionOwner, conn: Connection, api_key: int, api_version: int,
-                 correlation_id: int, client_id: str | None, size: int = 0) -> None:
+                 correlation_id: int, client_id: str | None, size: int = 0,
+                 received: float | None = None) -> None:
         self.broker = broker
         self.conn = conn
         self.api_key = api_key
         self.api_version = api_version
         self.correlation_id = correlation_id
         self.client_id = client_id
-        self.received = time.monotonic()
+        self.received = time.monotonic() if received is None else received  # the frame read
         self.size = size  # of the request frame, with its length prefix
         # Metadata: the topics the request named, or recording.ALL_TOPICS (recording.py)
         self.topics: Any = None
@@ -317,6 +318,7 @@ class Connection(asyncio.BufferedProtocol):
                 self.transport.close()
 
     def _on_frame(self, frame: memoryview) -> None:
+        received = time.monotonic()
         try:
             api_key, version, correlation_id = peek_request_header(frame)
         except DecodeError as e:
@@ -346,7 +348,7 @@ class Connection(asyncio.BufferedProtocol):
             self.abort("malformed_request", api=api.name, api_version=version, reason=str(e))
             return
         ctx = RequestContext(self.broker, self, api_key, version, correlation_id, header.client_id,
-                             len(frame) + 4)
+                             len(frame) + 4, received)
         if deferred:
             self._dispatch(replace(handler, fn=_when_ready, is_async=True), ctx, (handler, request), len(frame))
         else:

@@ -279,7 +279,7 @@ class RecordFile:
         self.path = path
         self.flush_interval = flush_interval
         self.max_pending = max_pending
-        self.pending: list[tuple[ConnectionRecording, dict[str, Any], tuple[Any, ...]]] = []
+        self.pending: list[tuple[dict[str, Any], tuple[Any, ...]]] = []
         self.dropped = 0
         self.written = 0
         self._file = open(path, "a", encoding="utf-8")  # noqa: SIM115 (closed by close())
@@ -290,7 +290,7 @@ class RecordFile:
             self.dropped += 1
             return
         # The identity as it is now (a later ApiVersions may name the software).
-        self.pending.append((rec, rec.identity(), entry))
+        self.pending.append((rec.identity(), entry))
 
     def start(self) -> None:
         self._task = asyncio.ensure_future(self._run())
@@ -298,7 +298,10 @@ class RecordFile:
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(self.flush_interval)
-            await self.flush()
+            try:
+                await self.flush()
+            except OSError as e:  # a full or failing disk: the entries are lost, the broker serves on
+                log.error("record_file_write_failed", path=self.path, error=str(e))
 
     async def flush(self) -> None:
         batch, self.pending = self.pending, []
@@ -308,8 +311,8 @@ class RecordFile:
             log.warning("record_file_entries_dropped", path=self.path, dropped=self.dropped)
             self.dropped = 0
 
-    def _write(self, batch: list[tuple[ConnectionRecording, dict[str, Any], tuple[Any, ...]]]) -> None:
-        lines = [json.dumps(entry_dict(ident, e), separators=(",", ":")) + "\n" for _rec, ident, e in batch]
+    def _write(self, batch: list[tuple[dict[str, Any], tuple[Any, ...]]]) -> None:
+        lines = [json.dumps(entry_dict(ident, e), separators=(",", ":")) + "\n" for ident, e in batch]
         self._file.write("".join(lines))
         self._file.flush()
         self.written += len(lines)
