@@ -195,9 +195,13 @@ async def _json_errors(request: web.Request, handler: Callable[[web.Request], An
     except _Refused as e:
         return _refuse(e.status, e.message)
     except web.HTTPException as e:
-        if e.status >= 400:
-            return _refuse(e.status, e.reason)
-        raise
+        if e.status < 400:
+            raise
+        resp = _refuse(e.status, e.reason)
+        for name, value in e.headers.items():  # Allow, on a 405 (RFC 9110)
+            if name.lower() not in ("content-type", "content-length"):
+                resp.headers[name] = value
+        return resp
 
 
 def make_app(source: RecordingsSource) -> web.Application:

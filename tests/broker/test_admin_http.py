@@ -98,9 +98,10 @@ async def test_bad_input_is_a_4xx_with_a_json_error(client, path, params, status
     assert set(body) == {"error"} and body["error"]
 
 
-async def test_a_wrong_method_is_a_405_with_a_json_error(client):
+async def test_a_wrong_method_is_a_405_with_a_json_error_and_the_allowed_methods(client):
     resp = await client.post("/api/recordings")
     assert resp.status == 405 and "error" in await resp.json()
+    assert resp.headers["Allow"] == "GET"
 
 
 async def test_metrics_count_the_known_traffic_per_client_and_api(client):
