@@ -2,6 +2,7 @@
 
 ``refka serve``            one broker (or ``--brokers N``) with the embedded store
 ``refka topics ...``       create / list / describe / alter / delete topics, delete records, on a running broker
+``refka admin ...``        connections and request recordings from a running refka's admin API
 ``refka api-versions``     the table of served APIs and versions (the README shows it)
 ``refka zookeeper``        a private ZooKeeper from Debian's package, for local clusters
 """
@@ -26,7 +27,11 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--config", type=Path, default=None, help="server.properties file")
     p.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                    help="set a Kafka property (repeatable)")
-    p.add_argument("--admin-port", type=int, default=None, help="HTTP control API port")
+    p.add_argument("--admin-port", type=int, default=None,
+                   help="serve the admin HTTP API (connections, recordings, /metrics) on this port")
+    p.add_argument("--admin-host", default="127.0.0.1", help="the admin API's host (default 127.0.0.1)")
+    p.add_argument("--record", default=None, metavar="FILE",
+                   help="append every request of every connection to FILE as JSON lines")
     p.add_argument("--log-format", choices=("console", "json"), default="console")
     p.add_argument("--log-level", default=os.environ.get("REFKA_LOG_LEVEL", "info"))
 
@@ -69,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_serve(sub)
     _add_topics(sub)
+    from .client.admin_cli import add_parser as _add_admin
+
+    _add_admin(sub)
     av = sub.add_parser("api-versions", help="print the served APIs and versions as a Markdown table")
     av.add_argument("--readme", type=Path, default=None,
                     help="rewrite the table between the api-versions markers of this file instead")
@@ -85,6 +93,10 @@ def main(argv: list[str] | None = None) -> int:
         from .client.topics_cli import run
 
         return run(args)
+    if args.command == "admin":
+        from .client.admin_cli import run as run_admin
+
+        return run_admin(args)
     if args.command == "api-versions":
         from .broker.server import api_versions_table, replace_readme_table
 

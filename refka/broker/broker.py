@@ -37,6 +37,7 @@ from .inter_broker import InterBrokerGate
 from .log import LogManager
 from .logging import get_logger
 from .metadata_cache import MetadataCache
+from .recording import BrokerRecordings, RecordFile
 from .replica_manager import ReplicaManager
 from .stats import Stats
 
@@ -44,12 +45,14 @@ log = get_logger("refka.broker")
 
 
 class Broker:
-    def __init__(self, config: BrokerConfig, *, memory: bool = False, data_dir: Path | None = None) -> None:
+    def __init__(self, config: BrokerConfig, *, memory: bool = False, data_dir: Path | None = None,
+                 record_file: RecordFile | None = None) -> None:
         self.config = config
         self.node_id = config.broker_id
         self.memory = memory
         self.metadata = MetadataCache()
         self.stats = Stats()
+        self.recordings = BrokerRecordings.from_config(self.node_id, config, record_file)
         self.connections: set[Connection] = set()
         self.queued_request_bytes = 0  # queued.max.request.bytes counts these (connection.py)
         self.tasks: set[asyncio.Task[Any]] = set()

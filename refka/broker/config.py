@@ -123,6 +123,10 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
     # "requested" (only to a client whose request carries refka_extensions, so a stock
     # client gets what Kafka sends), "always" or "never" (labs). EXTENSION_MODES.
     "refka.protocol.extensions": (str, "requested"),
+    # Per-connection request recording (broker/recording.py): entries kept per connection
+    # (0: no per-request recording), and how many closed connections' recordings are kept.
+    "refka.recording.ring.size": (int, 256),
+    "refka.recording.closed.connections": (int, 64),
     "cluster.id": (str, ""),
     "fetch.max.bytes": (int, 57671680),
     "max.incremental.fetch.session.cache.slots": (int, 1000),

@@ -56,6 +56,7 @@ from refka.protocol.codec import EncodeError
 from refka.protocol.messages.api_versions import ApiVersions
 
 from .logging import get_logger
+from .recording import BrokerRecordings, ConnectionRecording
 from .registry import HANDLERS, Handler, api_versions_response
 from .stats import Stats
 
@@ -113,22 +114,28 @@ class ConnectionOwner(Protocol):
     connections: set[Connection]
     ready: asyncio.Event  # set once the controller's first UpdateMetadata named this broker
     stats: Stats
+    recordings: BrokerRecordings  # this broker's per-connection request recordings (recording.py)
     request_log: bool
     queued_request_bytes: int  # of requests read and not yet answered, over all connections
 
 
 class RequestContext:
-    __slots__ = ("broker", "conn", "api_key", "api_version", "correlation_id", "client_id", "received")
+    __slots__ = ("broker", "conn", "api_key", "api_version", "correlation_id", "client_id", "received",
+                 "size", "topics")
 
     def __init__(self, broker: ConnectionOwner, conn: Connection, api_key: int, api_version: int,
-                 correlation_id: int, client_id: str | None) -> None:
+                 correlation_id: int, client_id: str | None, size: int = 0,
+                 received: float | None = None) -> None:
         self.broker = broker
         self.conn = conn
         self.api_key = api_key
         self.api_version = api_version
         self.correlation_id = correlation_id
         self.client_id = client_id
-        self.received = time.monotonic()
+        self.received = time.monotonic() if received is None else received  # the frame read
+        self.size = size  # of the request frame, with its length prefix
+        # Metadata: the topics the request named, or recording.ALL_TOPICS (recording.py)
+        self.topics: Any = None
 
 
 class _Slot:
@@ -160,6 +167,7 @@ class Connection(asyncio.BufferedProtocol):
         # The broker this connection proved to be (inter_broker.py); None: a client's.
         self.broker_id: int | None = None
         self.closed = False
+        self.recording: ConnectionRecording | None = None  # connection_made
         self._reading_paused = False
         self._writing_paused = False
 
@@ -176,6 +184,7 @@ class Connection(asyncio.BufferedProtocol):
             transport.close()
             return
         self.broker.connections.add(self)
+        self.recording = self.broker.recordings.opened(self.listener, self.peer)
 
     def _over_limit(self, host: str | None) -> str | None:
         lim = self.limits
@@ -197,6 +206,8 @@ class Connection(asyncio.BufferedProtocol):
             self._answered(slot)
         self.pending.clear()
         self._release_buffer()
+        if self.recording is not None:
+            self.broker.recordings.closed_connection(self.recording)
 
     def idle_for_ms(self, now: float) -> float:
         """How long nothing was read or written, when no answer is pending; else 0."""
@@ -307,6 +318,7 @@ class Connection(asyncio.BufferedProtocol):
                 self.transport.close()
 
     def _on_frame(self, frame: memoryview) -> None:
+        received = time.monotonic()
         try:
             api_key, version, correlation_id = peek_request_header(frame)
         except DecodeError as e:
@@ -335,8 +347,8 @@ class Connection(asyncio.BufferedProtocol):
         except DecodeError as e:
             self.abort("malformed_request", api=api.name, api_version=version, reason=str(e))
             return
-        ctx = RequestContext(self.broker, self, api_key, version, correlation_id, header.client_id)
-        self.broker.stats.request(api_key, len(frame) + 4)
+        ctx = RequestContext(self.broker, self, api_key, version, correlation_id, header.client_id,
+                             len(frame) + 4, received)
         if deferred:
             self._dispatch(replace(handler, fn=_when_ready, is_async=True), ctx, (handler, request), len(frame))
         else:
@@ -375,6 +387,7 @@ class Connection(asyncio.BufferedProtocol):
 
     def _complete(self, handler: Handler, ctx: RequestContext, response: Any, slot: _Slot | None) -> None:
         chunks = None
+        size = -4  # no answer (acks=0): 0 bytes recorded
         if response is not None:
             api = handler.api
             try:
@@ -387,6 +400,10 @@ class Connection(asyncio.BufferedProtocol):
             header = encode_response_header(ctx.correlation_id, api.response_header_version(ctx.api_version))
             size = len(header) + sum(len(c) for c in body)
             chunks = [size.to_bytes(4, "big") + header, *body]
+        rec = self.recording
+        if rec is not None and rec.active:
+            rec.add(handler.api, ctx.api_version, ctx.correlation_id, ctx.client_id, ctx.topics, ctx.size,
+                    response, size + 4, ctx.received, time.monotonic())
         if self.broker.request_log:
             log.debug("request", api=handler.api.name, api_version=ctx.api_version,
                       correlation_id=ctx.correlation_id, client_id=ctx.client_id, peer=self.peer,

@@ -23,6 +23,7 @@ from .broker import Broker
 from .config import BrokerConfig
 from .controller_side import ControllerSide, open_store
 from .logging import configure, get_logger
+from .recording import BrokerRecordings, RecordFile
 from .registry import HANDLERS, served_versions
 
 log = get_logger("refka.server")
@@ -54,8 +55,9 @@ def broker_configs(base: BrokerConfig, n: int, host: str, port: int, data_dir: P
 
 class Cluster:
     def __init__(self, configs: list[BrokerConfig], *, memory: bool, data_dir: Path,
-                 zookeeper: str | None = None) -> None:
+                 zookeeper: str | None = None, record_file: RecordFile | None = None) -> None:
         self.configs = configs
+        self.record_file = record_file  # --record: every broker's requests as JSON lines
         self.memory = memory
         self.data_dir = data_dir
         self.zookeeper = zookeeper
@@ -72,7 +74,7 @@ class Cluster:
         await self.wait_ready(ready_timeout)
 
     async def start_broker(self, cfg: BrokerConfig) -> Broker:
-        b = Broker(cfg, memory=self.memory)
+        b = Broker(cfg, memory=self.memory, record_file=self.record_file)
         await b.start_listeners()
         side = ControllerSide(self.store, b.node_id, cfg, b.metadata, b.replicas, b.spawn)
         b.attach_controller_side(side)
@@ -122,6 +124,10 @@ class Cluster:
                                    max_retries=1 if others and others <= ours_left else None)
             stopped.add(b.node_id)
 
+    def recordings(self) -> list[BrokerRecordings]:
+        """The request recordings of this process's brokers (the admin API reads these)."""
+        return [b.recordings for b in self.brokers]
+
     @property
     def bootstrap(self) -> str:
         return ",".join(f"{ep.host}:{ep.port}" for b in self.brokers for ep in b.config.advertised_listeners[:1])
@@ -145,10 +151,6 @@ def _load_config(args: argparse.Namespace) -> BrokerConfig:
 
 def serve(args: argparse.Namespace) -> int:
     configure(args.log_format, args.log_level)
-    if args.admin_port:
-        # Honest refusal: the lab control API (DESIGN: admin_http.py) is not built yet.
-        print("refka: --admin-port: the HTTP control API is not available yet", file=sys.stderr)
-        return 2
     try:
         base = _load_config(args)
     except ValueError as e:
@@ -172,7 +174,15 @@ def serve(args: argparse.Namespace) -> int:
 async def _serve(configs: list[BrokerConfig], memory: bool, data_dir: Path, zk: str | None,
                  args: argparse.Namespace) -> int:
     started = time.monotonic()
-    cluster = Cluster(configs, memory=memory, data_dir=data_dir, zookeeper=zk)
+    record_file = None
+    if args.record:
+        try:
+            record_file = RecordFile(args.record)
+        except OSError as e:
+            print(f"refka: --record: {e}", file=sys.stderr)
+            return 2
+        record_file.start()
+    cluster = Cluster(configs, memory=memory, data_dir=data_dir, zookeeper=zk, record_file=record_file)
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
@@ -183,6 +193,17 @@ async def _serve(configs: list[BrokerConfig], memory: bool, data_dir: Path, zk: 
         log.error("start_failed", error=str(e))
         await cluster.stop()
         return 1
+    admin = None
+    if args.admin_port is not None:
+        from . import admin_http  # aiohttp and prometheus-client only when asked for
+
+        try:
+            admin = await admin_http.start(cluster.recordings, args.admin_host, args.admin_port)
+        except OSError as e:
+            log.error("admin_start_failed", host=args.admin_host, port=args.admin_port, error=str(e))
+            await cluster.stop()
+            return 1
+        log.info("admin_listening", url=f"http://{args.admin_host}:{args.admin_port}")
     print(
         f"refka ready: {len(cluster.brokers)} broker(s) at {cluster.bootstrap} "
         f"({'memory' if memory else data_dir}, {'zookeeper ' + zk if zk else 'embedded store'}) "
@@ -191,7 +212,11 @@ async def _serve(configs: list[BrokerConfig], memory: bool, data_dir: Path, zk: 
     )
     await stop.wait()
     log.info("shutting_down")
+    if admin is not None:
+        await admin.cleanup()
     await cluster.stop()
+    if record_file is not None:
+        await record_file.close()
     return 0
 
 

@@ -1,8 +1,9 @@
-"""Request accounting: per-API counters and KIP-526's per-client metadata record.
+"""KIP-526's per-client metadata record, kept by client id over all connections.
 
-The lab reads these (admin HTTP API, /metrics) to check that a client refreshes
-only the topics it needs: for every client id, how many Metadata requests it
-sent, how many asked for all topics, and which topics each named.
+For every client id: how many Metadata requests it sent, how many asked for all
+topics, and which topics each named (tests read it on the broker's loop). Per
+request and per connection, with the connection's identity, sizes, latency and
+error codes, see recording.py, which the admin API and /metrics read.
 """
 
 from __future__ import annotations
@@ -22,13 +23,7 @@ class ClientMetadataTraffic:
 
 class Stats:
     def __init__(self) -> None:
-        self.requests: Counter = Counter()
-        self.request_bytes: Counter = Counter()
         self.metadata_by_client: dict[str, ClientMetadataTraffic] = {}
-
-    def request(self, api_key: int, size: int) -> None:
-        self.requests[api_key] += 1
-        self.request_bytes[api_key] += size
 
     def metadata_request(self, client_id: str | None, topics: list[str] | None) -> None:
         import time

@@ -9,7 +9,8 @@ Behavior:
 
 Version notes:
 - v1: throttle_time_ms.
-- v3: flexible; client software name and version (KIP-511); feature tags (KIP-584, empty).
+- v3: flexible; client software name and version (KIP-511), kept in the connection's
+  recording (recording.py); feature tags (KIP-584, empty).
 """
 
 from refka.protocol import ErrorCode
@@ -20,4 +21,10 @@ from ..registry import api_versions_response, handles
 
 @handles(ApiVersions.key, 0, 4)
 def handle_api_versions(ctx, req):
+    rec = ctx.conn.recording
+    if rec is not None:  # the connection's identity, even with recording off
+        rec.client_id = ctx.client_id
+        if ctx.api_version >= 3:  # KIP-511
+            rec.software_name = req.client_software_name
+            rec.software_version = req.client_software_version
     return api_versions_response(ErrorCode.NONE)

@@ -21,7 +21,8 @@ Behavior:
   only to a request with refka_extensions (refka.protocol.extensions may say
   always or never): a stock client gets the fields Kafka 3.9 sends and no
   others (protocol/extensions.py says why).
-- KIP-526: each request's named topics are recorded per client (broker.stats).
+- KIP-526: each request's named topics are recorded per client (broker.stats) and in
+  the connection's recording (ctx.topics, recording.py).
 
 Version notes:
 - v1 rack, controller, is_internal; null topics. v2 cluster_id. v4 allow auto
@@ -40,6 +41,7 @@ from refka.protocol.messages.metadata import Metadata
 from ..config import answers_extensions
 from ..controller_side import InvalidTopicError, validate_topic_name
 from ..metadata_cache import ZERO_UUID, TopicMeta
+from ..recording import ALL_TOPICS
 from ..registry import handles
 
 Resp = Metadata.Response
@@ -120,6 +122,7 @@ def handle_metadata(ctx, req):
         for t in cache.topics.values():
             topics_out.append(_topic_response(t, live, ext))
         broker.stats.metadata_request(ctx.client_id, None)
+        ctx.topics = ALL_TOPICS
     else:
         allow_create = broker.config["auto.create.topics.enable"] and (v < 4 or req.allow_auto_topic_creation)
         names = []
@@ -150,6 +153,7 @@ def handle_metadata(ctx, req):
                 err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             topics_out.append(RTopic(error_code=err, name=name, topic_id=ZERO_UUID))
         broker.stats.metadata_request(ctx.client_id, names)
+        ctx.topics = names
 
     return Resp(
         brokers=brokers,

@@ -1,0 +1,249 @@
+"""The admin HTTP API (``refka serve --admin-port P``): an aiohttp app over this
+process's brokers. A lab tool: it binds 127.0.0.1 unless ``--admin-host`` says
+otherwise, and has no authentication yet.
+
+Endpoints (described by the OpenAPI 3 document the app serves itself, ``OPENAPI``):
+
+- ``GET /api/openapi.json``: that document.
+- ``GET /api/connections[?broker=N]``: the open connections, with their identity
+  (client id, client software name and version, peer, listener, broker) and
+  request counts per API.
+- ``GET /api/recordings[?broker=N][&client_id=X][&limit=K]``: the recorded
+  requests of open and recently closed connections as JSON lines
+  (``application/x-ndjson``), newest last; ``limit`` keeps the newest K.
+- ``GET /metrics``: Prometheus text (prometheus-client), Kafka's JMX-exporter
+  names where Kafka has the metric.
+
+The app sees the brokers only as their ``BrokerRecordings`` (recording.py),
+through a callable, so brokers stopped and started in an in-process cluster are
+seen as they are. Bad input is a 4xx with a JSON ``{"error": ...}`` body; so is
+a path the app does not serve.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.core import CounterMetricFamily
+
+from . import recording
+from .recording import BrokerRecordings, api_name
+
+RecordingsSource = Callable[[], list[BrokerRecordings]]
+
+MAX_LIMIT = 1_000_000
+NDJSON = "application/x-ndjson"
+
+_ERROR = {"type": "object", "properties": {"error": {"type": "string"}}, "required": ["error"]}
+_BROKER_PARAM = {"name": "broker", "in": "query", "required": False,
+                 "description": "only this broker's (a broker id served by this process)",
+                 "schema": {"type": "integer"}}
+_IDENTITY = {
+    "broker": {"type": "integer"},
+    "listener": {"type": "string"},
+    "peer": {"type": "string", "description": "host:port of the client"},
+    "client_id": {"type": ["string", "null"]},
+    "software_name": {"type": ["string", "null"], "description": "from ApiVersions v3+ (KIP-511)"},
+    "software_version": {"type": ["string", "null"]},
+}
+
+
+def _errors(*codes: int) -> dict[str, Any]:
+    return {str(c): {"description": "refused", "content": {"application/json": {"schema": _ERROR}}}
+            for c in codes}
+
+
+OPENAPI: dict[str, Any] = {
+    "openapi": "3.1.0",
+    "info": {"title": "refka admin API", "version": "1",
+             "description": "A lab tool: the connections and request recordings of the brokers of "
+                            "one refka process, and their Prometheus metrics."},
+    "paths": {
+        "/api/openapi.json": {"get": {
+            "operationId": "openapi", "summary": "This document.",
+            "responses": {"200": {"description": "the OpenAPI document",
+                                  "content": {"application/json": {"schema": {"type": "object"}}}}}}},
+        "/api/connections": {"get": {
+            "operationId": "connections",
+            "summary": "Open connections: identity and request counts per API.",
+            "parameters": [_BROKER_PARAM],
+            "responses": {"200": {"description": "the open connections", "content": {"application/json": {
+                "schema": {"type": "object", "required": ["connections"], "properties": {
+                    "connections": {"type": "array", "items": {"type": "object", "properties": {
+                        **_IDENTITY,
+                        "opened_ms": {"type": "number"},
+                        "closed_ms": {"type": ["number", "null"]},
+                        "requests": {"type": "object", "additionalProperties": {"type": "integer"},
+                                     "description": "requests answered per API name"},
+                        "requests_total": {"type": "integer"}}}}}}}}},
+                **_errors(400, 404)}}},
+        "/api/recordings": {"get": {
+            "operationId": "recordings",
+            "summary": "Recorded requests of open and recently closed connections, newest last.",
+            "parameters": [
+                _BROKER_PARAM,
+                {"name": "client_id", "in": "query", "required": False, "schema": {"type": "string"},
+                 "description": "only this client id's connections"},
+                {"name": "limit", "in": "query", "required": False,
+                 "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+                 "description": "only the newest LIMIT requests"}],
+            "responses": {"200": {"description": "one JSON object per line", "content": {NDJSON: {
+                "schema": {"type": "object", "properties": {
+                    "time_ms": {"type": "number", "description": "wall time the request was read (ms)"},
+                    **_IDENTITY,
+                    "api_key": {"type": "integer"}, "api": {"type": "string"},
+                    "api_version": {"type": "integer"}, "correlation_id": {"type": "integer"},
+                    "topics": {"oneOf": [{"type": "array", "items": {"type": "string"}},
+                                         {"const": "all"}],
+                               "description": "Metadata only: the topics named, or all"},
+                    "request_bytes": {"type": "integer"}, "response_bytes": {"type": "integer"},
+                    "latency_ms": {"type": "number"},
+                    "error_codes": {"type": "array", "items": {"type": "string"},
+                                    "description": "distinct error codes of the answer (ErrorCode names)"}}}}}},
+                **_errors(400, 404)}}},
+        "/metrics": {"get": {
+            "operationId": "metrics", "summary": "Prometheus text format.",
+            "responses": {"200": {"description": "the metrics",
+                                  "content": {"text/plain": {"schema": {"type": "string"}}}}}}},
+    },
+}
+
+
+class RecordingsCollector:
+    """prometheus-client collector over the brokers' recordings, read at each scrape."""
+
+    def __init__(self, source: RecordingsSource) -> None:
+        self.source = source
+
+    def collect(self) -> Iterator[CounterMetricFamily]:
+        labels = ["broker", "client_id", "software_name", "api"]
+        # Kafka's kafka.network:type=RequestMetrics,name=RequestsPerSec,request=X as the JMX
+        # exporter's common rules name it, with refka's per-client labels.
+        requests = CounterMetricFamily("kafka_network_requestmetrics_requests",
+                                       "Requests answered, per client and API.", labels=labels)
+        req_bytes = CounterMetricFamily("kafka_network_requestmetrics_request_bytes",
+                                        "Request bytes (frames), per client and API.", labels=labels)
+        resp_bytes = CounterMetricFamily("kafka_network_requestmetrics_response_bytes",
+                                         "Response bytes (frames), per client and API.", labels=labels)
+        mlabels = ["broker", "client_id", "software_name"]
+        named = CounterMetricFamily("refka_metadata_topics_named",
+                                    "Topics named in Metadata requests (KIP-526), per client.", labels=mlabels)
+        every = CounterMetricFamily("refka_metadata_all_topics_requests",
+                                    "Metadata requests for all topics, per client.", labels=mlabels)
+        for b in self.source():
+            bid = str(b.broker_id)
+            for (client_id, software, key), (n, rq, rs) in sorted(b.request_counts().items()):
+                lv = [bid, client_id, software, api_name(key)]
+                requests.add_metric(lv, n)
+                req_bytes.add_metric(lv, rq)
+                resp_bytes.add_metric(lv, rs)
+            for (client_id, software), (topics, alls) in sorted(b.metadata_counts().items()):
+                named.add_metric([bid, client_id, software], topics)
+                every.add_metric([bid, client_id, software], alls)
+        yield from (requests, req_bytes, resp_bytes, named, every)
+
+
+def _refuse(status: int, message: str) -> web.Response:
+    return web.json_response({"error": message}, status=status)
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+        self.message = message
+
+
+def _brokers(request: web.Request, source: RecordingsSource) -> list[BrokerRecordings]:
+    brokers = source()
+    raw = request.query.get("broker")
+    if raw is None:
+        return brokers
+    try:
+        wanted = int(raw)
+    except ValueError:
+        raise _Refused(400, f"broker must be a broker id (an integer), got {raw!r}") from None
+    chosen = [b for b in brokers if b.broker_id == wanted]
+    if not chosen:
+        served = ", ".join(str(b.broker_id) for b in brokers) or "none"
+        raise _Refused(404, f"broker {wanted} is not served by this process (served: {served})")
+    return chosen
+
+
+def _limit(request: web.Request) -> int | None:
+    raw = request.query.get("limit")
+    if raw is None:
+        return None
+    try:
+        n = int(raw)
+    except ValueError:
+        raise _Refused(400, f"limit must be an integer, got {raw!r}") from None
+    if not 1 <= n <= MAX_LIMIT:
+        raise _Refused(400, f"limit must be between 1 and {MAX_LIMIT}, got {n}")
+    return n
+
+
+@web.middleware
+async def _json_errors(request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+    """Refusals and aiohttp's own 4xx (unknown path, wrong method) as JSON errors."""
+    try:
+        return await handler(request)
+    except _Refused as e:
+        return _refuse(e.status, e.message)
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        resp = _refuse(e.status, e.reason)
+        for name, value in e.headers.items():  # Allow, on a 405 (RFC 9110)
+            if name.lower() not in ("content-type", "content-length"):
+                resp.headers[name] = value
+        return resp
+
+
+def make_app(source: RecordingsSource) -> web.Application:
+    """The admin app over the brokers ``source()`` returns (this process's)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(RecordingsCollector(source))
+
+    async def openapi(request: web.Request) -> web.Response:
+        return web.json_response(OPENAPI)
+
+    async def connections(request: web.Request) -> web.Response:
+        out: list[dict[str, Any]] = []
+        for b in _brokers(request, source):
+            out.extend(r.describe() for r in sorted(b.open, key=lambda r: r.opened_ms))
+        return web.json_response({"connections": out})
+
+    async def recordings(request: web.Request) -> web.Response:
+        brokers = _brokers(request, source)
+        limit = _limit(request)
+        rows = list(recording.entries(brokers, request.query.get("client_id")))
+        if limit is not None:
+            rows = rows[-limit:]
+        body = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
+        return web.Response(text=body, content_type=NDJSON)
+
+    async def metrics(request: web.Request) -> web.Response:
+        resp = web.Response(body=generate_latest(registry))
+        resp.content_type = "text/plain"
+        resp.charset = "utf-8"
+        return resp
+
+    app = web.Application(middlewares=[_json_errors])
+    app.router.add_get("/api/openapi.json", openapi, allow_head=False)
+    app.router.add_get("/api/connections", connections, allow_head=False)
+    app.router.add_get("/api/recordings", recordings, allow_head=False)
+    app.router.add_get("/metrics", metrics, allow_head=False)
+    return app
+
+
+async def start(source: RecordingsSource, host: str, port: int) -> web.AppRunner:
+    """Serves the admin app on host:port until the runner's ``cleanup()``."""
+    runner = web.AppRunner(make_app(source), access_log=None)
+    await runner.setup()
+    await web.TCPSite(runner, host, port).start()
+    return runner

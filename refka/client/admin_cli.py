@@ -1,0 +1,123 @@
+"""``refka admin``: a command line over the admin HTTP API (``refka serve --admin-port``),
+exactly what the API offers, nothing more.
+
+    refka admin --url http://127.0.0.1:8080 connections [--broker N] [--json]
+    refka admin recordings [--client-id X] [--broker N] [--limit K] [--json] --url http://127.0.0.1:8080
+
+``--url`` may come before or after the subcommand; without it ``REFKA_ADMIN_URL``,
+else http://127.0.0.1:8080. A table by default, the API's JSON with ``--json``
+(JSON lines for recordings). Exit status 0 when the API answered, 1 when it refused
+(its JSON error is printed) or could not be reached.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+import urllib.error
+import urllib.parse
+import urllib.request
+from typing import Any
+
+DEFAULT_URL = "http://127.0.0.1:8080"
+
+
+class AdminError(Exception):
+    pass
+
+
+def _url_arg(p: argparse.ArgumentParser, default: Any) -> None:
+    p.add_argument("--url", default=default,
+                   help=f"the admin API's base URL (default $REFKA_ADMIN_URL, else {DEFAULT_URL})")
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("admin", help="read a running refka's admin HTTP API (refka serve --admin-port)",
+                       description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    _url_arg(p, None)
+    asub = p.add_subparsers(dest="action", required=True)
+    c = asub.add_parser("connections", help="open connections: identity and requests per API",
+                        description="example: refka admin connections --url http://127.0.0.1:8080")
+    r = asub.add_parser("recordings", help="recorded requests, newest last",
+                        description="example: refka admin recordings --client-id my-app --limit 20")
+    r.add_argument("--client-id", default=None, help="only this client id's requests")
+    r.add_argument("--limit", type=int, default=None, help="only the newest LIMIT requests")
+    for q in (c, r):
+        _url_arg(q, argparse.SUPPRESS)  # after the subcommand too; the one given wins
+        q.add_argument("--broker", type=int, default=None, help="only this broker's")
+        q.add_argument("--json", action="store_true", help="the API's JSON instead of a table")
+
+
+def _get(base: str, path: str, query: dict[str, Any]) -> tuple[str, str]:
+    """GET base+path?query; the body and content type, or AdminError with the API's message."""
+    q = urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+    url = base.rstrip("/") + path + ("?" + q if q else "")
+    try:
+        with urllib.request.urlopen(url, timeout=30) as resp:
+            return resp.read().decode(), resp.headers.get_content_type()
+    except urllib.error.HTTPError as e:
+        body = e.read().decode(errors="replace")
+        try:
+            message = json.loads(body)["error"]
+        except (ValueError, KeyError, TypeError):
+            message = body.strip() or e.reason
+        raise AdminError(f"{e.code}: {message}") from None
+    except (urllib.error.URLError, OSError) as e:
+        reason = getattr(e, "reason", e)
+        raise AdminError(f"cannot reach {url}: {reason}") from None
+
+
+def table(headers: list[str], rows: list[list[Any]]) -> str:
+    cells = [headers, *[["" if v is None else str(v) for v in row] for row in rows]]
+    widths = [max(len(r[i]) for r in cells) for i in range(len(headers))]
+    return "\n".join("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip() for r in cells)
+
+
+def _software(d: dict[str, Any]) -> str:
+    name, version = d.get("software_name"), d.get("software_version")
+    return f"{name} {version}" if name and version else (name or "")
+
+
+def connections_table(conns: list[dict[str, Any]]) -> str:
+    rows = [[c["broker"], c["peer"], c["listener"], c["client_id"], _software(c), c["requests_total"],
+             " ".join(f"{api}={n}" for api, n in c["requests"].items())] for c in conns]
+    return table(["BROKER", "PEER", "LISTENER", "CLIENT_ID", "SOFTWARE", "REQUESTS", "PER_API"], rows)
+
+
+def recordings_table(entries: list[dict[str, Any]]) -> str:
+    rows = []
+    for e in entries:
+        t = e["time_ms"] / 1000
+        when = time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
+        topics = e.get("topics")
+        rows.append([when, e["broker"], e["client_id"], f"{e['api']} v{e['api_version']}", e["correlation_id"],
+                     "" if topics is None else (topics if isinstance(topics, str) else ",".join(topics)),
+                     e["request_bytes"], e["response_bytes"], f"{e['latency_ms']:.2f}",
+                     ",".join(e["error_codes"])])
+    return table(["TIME", "BROKER", "CLIENT_ID", "API", "CORR", "TOPICS", "REQ_B", "RESP_B", "MS", "ERRORS"], rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    base = args.url or os.environ.get("REFKA_ADMIN_URL") or DEFAULT_URL
+    try:
+        if args.action == "connections":
+            body, _ = _get(base, "/api/connections", {"broker": args.broker})
+            conns = json.loads(body)["connections"]
+            print(json.dumps(conns, indent=2) if args.json else connections_table(conns))
+        else:
+            body, _ = _get(base, "/api/recordings",
+                           {"broker": args.broker, "client_id": args.client_id, "limit": args.limit})
+            if args.json:
+                sys.stdout.write(body)
+            else:
+                print(recordings_table([json.loads(line) for line in body.splitlines() if line]))
+    except AdminError as e:
+        print(f"refka admin: {e}", file=sys.stderr)
+        return 1
+    except (ValueError, KeyError) as e:
+        print(f"refka admin: {base} did not answer as refka's admin API: {e}", file=sys.stderr)
+        return 1
+    return 0
