@@ -31,9 +31,14 @@ Definitions, per (producer, key); a record is one seq of its key:
   moved record must come at or after an ``on_partition_key_assigned`` naming
   (topic, q), by any consumer of the group, made no earlier than the plan
   step that moved the key (the last timeline step at or before the sent_ms of
-  s; without a timeline, any earlier call counts). A delivery without one is
-  a *callback miss*. Without a callbacks log (a stock client has no key
-  listener) the check is not made.
+  s; without a timeline, any earlier call counts), unless the partition the
+  key moved from had been removed (a timeline ``removed`` event after that
+  step) before the delivery: the seed's holds, and so its calls, are only for
+  marked partitions not yet removed, and a consumer assigned q once the
+  marked partition is gone has nothing to wait for (it was drained, so no
+  older record of the key can come; a delivery before that would be an order
+  violation). A delivery without either is a *callback miss*. Without a
+  callbacks log (a stock client has no key listener) the check is not made.
 """
 
 from __future__ import annotations
@@ -107,14 +112,14 @@ def audit(deliveries: Iterable[Mapping[str, Any]], acks: Iterable[Mapping[str, A
     }
     ex = out["examples"]
     latencies: list[int] = []
-    # (producer, key) -> seq -> the sent_ms of the first record of its moved run
-    moved: dict[tuple[str, str], dict[int, int]] = {}
+    # (producer, key) -> seq -> (the sent_ms of the first record of its moved run, the partition it moved from)
+    moved: dict[tuple[str, str], dict[int, tuple[int, int]]] = {}
     for pk, seqs in records.items():
         running_max = None
         had_violation = False
         previous_partition: tuple[str, int] | None = None
-        run_start: int | None = None  # sent_ms of the first record of the current moved run
-        moved_seqs: dict[int, int] = {}
+        run_start: tuple[int, int] | None = None  # (sent_ms, from partition) of the current moved run
+        moved_seqs: dict[int, tuple[int, int]] = {}
         for seq in sorted(seqs):
             first, partition, topic, sent_ms, n = seqs[seq]
             out["duplicates"] += n - 1
@@ -128,7 +133,7 @@ def audit(deliveries: Iterable[Mapping[str, Any]], acks: Iterable[Mapping[str, A
             if running_max is None or first > running_max[0]:
                 running_max = (first, seq)
             if previous_partition is not None and previous_partition != (topic, partition):
-                run_start = sent_ms  # the key moved here: a new run
+                run_start = (sent_ms, previous_partition[1])  # the key moved here: a new run
             if run_start is not None:
                 moved_seqs[seq] = run_start
             previous_partition = (topic, partition)
@@ -157,7 +162,7 @@ def audit(deliveries: Iterable[Mapping[str, Any]], acks: Iterable[Mapping[str, A
     return out
 
 
-def _callback_misses(deliveries: list[Mapping[str, Any]], moved: Mapping[tuple[str, str], dict[int, int]],
+def _callback_misses(deliveries: list[Mapping[str, Any]], moved: Mapping[tuple[str, str], dict[int, tuple[int, int]]],
                      callbacks: Iterable[Mapping[str, Any]], timeline: Iterable[Mapping[str, Any]] | None,
                      sink: list[dict[str, Any]], examples: int) -> int:
     assigned: dict[tuple[str, int], list[int]] = defaultdict(list)  # (topic, partition) -> sorted call times
@@ -167,14 +172,24 @@ def _callback_misses(deliveries: list[Mapping[str, Any]], moved: Mapping[tuple[s
                 assigned[(c["topic"], p)].append(c["at_ms"])
     for times in assigned.values():
         times.sort()
-    steps = sorted(s["at_ms"] for s in timeline or () if s.get("action") in PLAN_STEPS)
+    events = list(timeline or ())
+    steps = sorted(s["at_ms"] for s in events if s.get("action") in PLAN_STEPS)
+    removed: dict[tuple[str, int], list[int]] = defaultdict(list)  # (topic, partition) -> removal times
+    for e in events:
+        if e.get("action") == "removed":
+            for p in e["partitions"]:
+                removed[(e["topic"], p)].append(e["at_ms"])
     misses = 0
     for d in deliveries:
-        run_start = moved.get((d["producer"], d["key"]), {}).get(d["seq"])
-        if run_start is None:
+        run = moved.get((d["producer"], d["key"]), {}).get(d["seq"])
+        if run is None:
             continue
+        run_start, from_partition = run
         step_i = bisect.bisect_right(steps, run_start) - 1
         not_before = steps[step_i] if step_i >= 0 else None
+        if any((not_before is None or t >= not_before) and t <= d["delivered_ms"]
+               for t in removed.get((d["topic"], from_partition), ())):
+            continue  # moved from a marked partition removed before this delivery
         times = assigned.get((d["topic"], d["partition"]), [])
         lo = 0 if not_before is None else bisect.bisect_left(times, not_before)
         if bisect.bisect_right(times, d["delivered_ms"]) > lo:

@@ -106,7 +106,7 @@ def test_a_call_before_the_step_that_moved_the_key_does_not_count() -> None:
 
 def test_only_plan_steps_bound_the_call_not_drains_or_kills() -> None:
     deliveries, timeline = moved_key_logs()
-    timeline.append({"step": 3, "action": "removed", "at_ms": 108})  # before the moved records were sent
+    timeline.append({"step": 3, "action": "removed", "topic": T, "partitions": [5], "at_ms": 108})  # before the moved records were sent
     timeline.append({"step": 4, "action": "kill", "at_ms": 109})
     assert audit(deliveries, [], [cb([4], 104)], timeline)["callback_misses"] == 0
 
@@ -122,3 +122,18 @@ def test_read_jsonl_skips_a_torn_last_line(tmp_path: Path) -> None:
     f = tmp_path / "deliveries-c0.jsonl"
     f.write_text(json.dumps(d(0, 1)) + "\n" + json.dumps(d(1, 2)) + "\n" + '{"consumer": "c0", "top')
     assert [o["seq"] for o in read_jsonl([f])] == [0, 1]
+
+
+def test_a_key_moved_from_a_partition_removed_before_the_delivery_needs_no_call() -> None:
+    """A shrink at 100 marks partition 6 (the key's) and moves the key to 2; 6 is drained and
+    removed at 200. A consumer given partition 2 after that has no hold to lift, so no call:
+    a delivery after the removal is no miss, one before it is."""
+    deliveries = [d(0, 50, 6, sent=10), d(1, 150, 2, sent=110), d(2, 250, 2, sent=120)]
+    timeline = [{"step": 0, "action": "create", "at_ms": 0}, {"step": 1, "action": "shrink", "at_ms": 100},
+                {"step": 2, "action": "removed", "topic": T, "partitions": [6, 7], "at_ms": 200}]
+    r = audit(deliveries, [], [], timeline)
+    assert r["callback_misses"] == 1
+    assert r["examples"]["callback_misses"][0]["seq"] == 1
+    # A removal of another partition, or one before the step, excuses nothing.
+    timeline[2]["partitions"] = [7]
+    assert audit(deliveries, [], [], timeline)["callback_misses"] == 2
