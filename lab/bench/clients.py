@@ -26,9 +26,9 @@ counted), as in the main benchmark.
      16 KiB, Java's), then ``enable_idempotence=True, acks="all"``: ``fut =
      await producer.send(topic, value, key=key)`` in a loop, then ``await
      producer.flush()``. The send loop and the flush are timed apart too (in
-     the JSON): ``send`` only yields to the event loop for a topic whose
-     metadata it lacks, so the loop buffers all N records before the sender
-     task sends any, and the flush sends them all.
+     the JSON): ``send`` waits only once ``buffer_memory`` (32 MiB) of
+     records are unanswered, so the loop buffers that much before the sender
+     task sends any, and the flush sends the rest.
    - confluent-kafka's ``Producer`` with the same settings (``acks=1``,
      ``linger.ms=5``, librdkafka's default ``batch.size``, 1,000,000 bytes),
      then ``enable.idempotence=True, acks=all``: ``produce(topic, value,
