@@ -22,6 +22,14 @@ Behavior:
   always or never): a stock client gets the fields Kafka 3.9 sends and no
   others (protocol/extensions.py says why).
 - KIP-526: each request's named topics are recorded per client (broker.stats).
+  An answer costs what it lists, not what the cluster holds: a named topic is
+  a dict lookup, and each topic's encoded answer is kept per (version,
+  extensions) in the metadata cache until UpdateMetadata changes the topic
+  (or the set of live brokers), so a repeated answer is its bytes joined. An
+  answer for all topics is built from a snapshot of the topics, in slices of
+  about 2 ms of the event loop each (a topic not encoded yet costs ~20 us), so
+  other connections are answered in between. The bytes are those of the
+  answer built whole (tests/broker/handlers/test_metadata_encoded.py).
 
 Version notes:
 - v1 rack, controller, is_internal; null topics. v2 cluster_id. v4 allow auto
@@ -32,9 +40,11 @@ Version notes:
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
-from refka.protocol import ErrorCode
+from refka.protocol import EncodedArray, ErrorCode, join
 from refka.protocol.messages.metadata import Metadata
 
 from ..config import answers_extensions
@@ -51,6 +61,9 @@ REpochs = Resp.ControllerEpochs
 
 NONE = ErrorCode.NONE
 LEADER_NOT_AVAILABLE = ErrorCode.LEADER_NOT_AVAILABLE
+# An all-topics answer yields to the event loop after this long building (module docstring).
+SLICE_SECONDS = 0.002
+_CHECK_EVERY = 64  # topics between two looks at the clock
 
 
 def _topic_response(t: TopicMeta, live: dict, ext: bool) -> Any:
@@ -98,6 +111,27 @@ def _invalid_request(req: Any) -> Any:
     ])
 
 
+def _encoded_topic(cache: Any, t: TopicMeta, v: int, ext: bool, live: dict) -> bytes:
+    """``t``'s element of the topics array, from the cache's encoded answers when it has it;
+    kept there only while ``live`` is the cache's current broker list and ``t`` its topic."""
+    key = (v, ext)
+    by_name = cache.encoded_topics.get(key)
+    if by_name is None:
+        by_name = cache.encoded_topics[key] = {}
+    hit = by_name.get(t.name)
+    if hit is not None and hit[0] is t:
+        return hit[1]  # type: ignore[no-any-return]
+    data = join(Metadata.struct_encoder(RTopic, v)(_topic_response(t, live, ext)))
+    if cache.brokers is live and cache.topics.get(t.name) is t:
+        by_name[t.name] = (t, data)
+    return data
+
+
+def _encoded(topic: Any, v: int) -> bytes:
+    """An answer without a cached form (an error for a topic asked for)."""
+    return join(Metadata.struct_encoder(RTopic, v)(topic))
+
+
 @handles(Metadata.key, 0, 12)
 def handle_metadata(ctx, req):
     broker = ctx.broker
@@ -113,49 +147,10 @@ def handle_metadata(ctx, req):
             brokers.append(RBroker(node_id=b.node_id, host=ep[0], port=ep[1], rack=b.rack))
     live = cache.brokers
     ext = answers_extensions(broker.config["refka.protocol.extensions"], req.refka_extensions)
-
-    topics_out = []
-    requested = req.topics
-    if requested is None or (v == 0 and not requested):
-        for t in cache.topics.values():
-            topics_out.append(_topic_response(t, live, ext))
-        broker.stats.metadata_request(ctx.client_id, None)
-    else:
-        allow_create = broker.config["auto.create.topics.enable"] and (v < 4 or req.allow_auto_topic_creation)
-        names = []
-        for rt in requested:
-            name = rt.name
-            if name is None:
-                t = cache.topic_by_id(rt.topic_id)
-                if t is None:
-                    topics_out.append(RTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=rt.topic_id))
-                    continue
-                names.append(t.name)
-                topics_out.append(_topic_response(t, live, ext))
-                continue
-            names.append(name)
-            t = cache.topic(name)
-            if t is not None:
-                topics_out.append(_topic_response(t, live, ext))
-                continue
-            try:
-                validate_topic_name(name)
-            except InvalidTopicError:
-                topics_out.append(RTopic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name, topic_id=ZERO_UUID))
-                continue
-            if allow_create and not name.startswith("__"):
-                broker.spawn(broker.auto_create_topic(name))
-                err = LEADER_NOT_AVAILABLE
-            else:
-                err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            topics_out.append(RTopic(error_code=err, name=name, topic_id=ZERO_UUID))
-        broker.stats.metadata_request(ctx.client_id, names)
-
-    return Resp(
+    resp = Resp(
         brokers=brokers,
         cluster_id=cache.cluster_id,
         controller_id=cache.controller_id,
-        topics=topics_out,
         controller_epochs=REpochs(
             controller_epoch=cache.controller_epoch,
             controller_metadata_epoch=cache.controller_metadata_epoch,
@@ -165,3 +160,64 @@ def handle_metadata(ctx, req):
         max_partition_epoch=cache.max_partition_epoch if ext else -1,
     )
 
+    requested = req.topics
+    if requested is None or (v == 0 and not requested):
+        broker.stats.metadata_request(ctx.client_id, None)
+        snapshot = list(cache.topics.values())
+        if len(snapshot) <= _CHECK_EVERY:
+            resp.topics = EncodedArray(len(snapshot), [_encoded_topic(cache, t, v, ext, live) for t in snapshot])
+            return resp
+        return _all_topics(cache, snapshot, resp, v, ext, live)
+
+    parts = []
+    allow_create = broker.config["auto.create.topics.enable"] and (v < 4 or req.allow_auto_topic_creation)
+    names = []
+    for rt in requested:
+        name = rt.name
+        if name is None:
+            t = cache.topic_by_id(rt.topic_id)
+            if t is None:
+                parts.append(_encoded(RTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                                             topic_id=rt.topic_id), v))
+                continue
+            names.append(t.name)
+            parts.append(_encoded_topic(cache, t, v, ext, live))
+            continue
+        names.append(name)
+        t = cache.topic(name)
+        if t is not None:
+            parts.append(_encoded_topic(cache, t, v, ext, live))
+            continue
+        try:
+            validate_topic_name(name)
+        except InvalidTopicError:
+            parts.append(_encoded(RTopic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name,
+                                         topic_id=ZERO_UUID), v))
+            continue
+        if allow_create and not name.startswith("__"):
+            broker.spawn(broker.auto_create_topic(name))
+            err = LEADER_NOT_AVAILABLE
+        else:
+            err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        parts.append(_encoded(RTopic(error_code=err, name=name, topic_id=ZERO_UUID), v))
+    broker.stats.metadata_request(ctx.client_id, names)
+    resp.topics = EncodedArray(len(parts), parts)
+    return resp
+
+
+async def _all_topics(cache: Any, snapshot: list[TopicMeta], resp: Any, v: int, ext: bool, live: dict) -> Any:
+    """The topics of ``snapshot``, in slices of about SLICE_SECONDS of the loop each; each
+    slice's bytes joined into one chunk."""
+    chunks: list[bytes] = []
+    slice_parts: list[bytes] = []
+    started = time.perf_counter()
+    for i, t in enumerate(snapshot, 1):
+        slice_parts.append(_encoded_topic(cache, t, v, ext, live))
+        if i % _CHECK_EVERY == 0 and time.perf_counter() - started > SLICE_SECONDS:
+            chunks.append(b"".join(slice_parts))
+            slice_parts = []
+            await asyncio.sleep(0)
+            started = time.perf_counter()
+    chunks.append(b"".join(slice_parts))
+    resp.topics = EncodedArray(len(snapshot), chunks)
+    return resp
