@@ -5,8 +5,8 @@
     python -m lab.bench --metadata [...]
 
 For each store and size, a fresh broker (``refka serve``, one broker: the
-embedded store with its data dir on disk, or ``--zookeeper`` over a private
-ZooKeeper, Debian's package), then:
+embedded store with its data dir on disk, ``--memory`` to keep logs and znodes
+in memory, or ``--zookeeper`` over a private ZooKeeper, Debian's package), then:
 
 - create: N topics of 1 partition (RF 1) through CreateTopics, ``--batch``
   topics per request, one request at a time; the seconds it took and the
@@ -94,8 +94,9 @@ def rss_mb(pid: int) -> float | None:
 class Broker:
     """One ``refka serve`` broker on the embedded store or over ZooKeeper."""
 
-    def __init__(self, store: str, workdir: Path) -> None:
+    def __init__(self, store: str, workdir: Path, memory: bool = False) -> None:
         self.store = store
+        self.memory = memory
         self.workdir = workdir
         self._target: targets.RefkaTarget | None = None
         self._zk: failover.ZooKeeperCluster | None = None
@@ -112,7 +113,7 @@ class Broker:
                 raise
             self.port, self.pid = self._zk.ports[0], self._zk.pid(0)
         else:
-            self._target = targets.RefkaTarget(self.workdir, memory=False)
+            self._target = targets.RefkaTarget(self.workdir, memory=self.memory)
             running = self._target.start(timeout=60.0)
             self.port, self.pid = int(running.bootstrap.rpartition(":")[2]), running.pid
 
@@ -282,9 +283,9 @@ def samples_for(n: int, quick: bool) -> dict[str, int]:
     return {"1": few, "20": few, "all": max(3, min(100 if quick else 200, 300_000 // max(n, 1)))}
 
 
-def run_size(store: str, n: int, quick: bool, batch: int, workdir: Path) -> dict[str, Any]:
-    out: dict[str, Any] = {"topics": n, "store": store}
-    broker = Broker(store, workdir / f"{store}-{n}")
+def run_size(store: str, n: int, quick: bool, batch: int, workdir: Path, memory: bool = False) -> dict[str, Any]:
+    out: dict[str, Any] = {"topics": n, "store": store + (" (--memory)" if memory else "")}
+    broker = Broker(store, workdir / f"{store}-{n}", memory)
     try:
         broker.start()
         out["rss_mb_empty"] = rss_mb(broker.pid)
@@ -345,6 +346,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="sizes 10,1000 and fewer samples")
     parser.add_argument("--sizes", default=None, help="comma-separated topic counts (default 10,1000,10000,100000)")
     parser.add_argument("--store", default="embedded", choices=("embedded", "zookeeper", "both"))
+    parser.add_argument("--memory", action="store_true",
+                        help="embedded store only: refka serve --memory (logs and znodes in memory: no partition "
+                             "log is created on disk, so creation time is the metadata path's alone)")
     parser.add_argument("--batch", type=int, default=1000, help="topics per CreateTopics request (default 1000)")
     parser.add_argument("--json", type=Path, default=None,
                         help="results file (default lab/bench/results/<UTC timestamp>-metadata.json)")
@@ -357,20 +361,22 @@ def main(argv: list[str] | None = None) -> int:
     if any(s < 1 for s in sizes) or args.batch < 1:
         parser.error("sizes and --batch must be at least 1")
     stores = ["embedded", "zookeeper"] if args.store == "both" else [args.store]
+    if args.memory and stores != ["embedded"]:
+        parser.error("--memory is for the embedded store only")
     started = datetime.now(UTC)
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
     results: dict[str, Any] = {"started_at": started.isoformat(), "quick": args.quick, "machine": report.machine_info(),
-                               "config": {"sizes": sizes, "stores": stores, "batch": args.batch,
+                               "config": {"sizes": sizes, "stores": stores, "batch": args.batch, "memory": args.memory,
                                           "metadata_version": VERSION}, "runs": []}
     t0 = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="refka-bench-md-") as tmp:
         for store in stores:
             for n in sizes:
-                results["runs"].append(run_size(store, n, args.quick, args.batch, Path(tmp)))
+                results["runs"].append(run_size(store, n, args.quick, args.batch, Path(tmp), args.memory))
     results["finished_at"] = datetime.now(UTC).isoformat()
     results["loadavg_1min_end"] = os.getloadavg()[0]
     results["wall_seconds"] = time.monotonic() - t0
-    ok = {r["topics"]: r for r in results["runs"] if r["store"] == stores[0] and "raw" in r}
+    ok = {r["topics"]: r for r in results["runs"] if r["store"].startswith(stores[0]) and "raw" in r}
     if ok:
         lo, hi = ok[min(ok)], ok[max(ok)]
         results["raw_1_topic_p50_ratio"] = hi["raw"]["1"]["p50_ms"] / lo["raw"]["1"]["p50_ms"]
