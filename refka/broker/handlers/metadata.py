@@ -64,6 +64,9 @@ LEADER_NOT_AVAILABLE = ErrorCode.LEADER_NOT_AVAILABLE
 # An all-topics answer yields to the event loop after this long building (module docstring).
 SLICE_SECONDS = 0.002
 _CHECK_EVERY = 64  # topics between two looks at the clock
+# Encoded topics are kept for this many (version, extensions) forms at most (clients use one
+# or two; ~25 MB a form at 100,000 topics): a client cycling through versions cannot grow it.
+MAX_ENCODED_FORMS = 4
 
 
 def _topic_response(t: TopicMeta, live: dict, ext: bool) -> Any:
@@ -111,13 +114,23 @@ def _invalid_request(req: Any) -> Any:
     ])
 
 
-def _encoded_topic(cache: Any, t: TopicMeta, v: int, ext: bool, live: dict) -> bytes:
-    """``t``'s element of the topics array, from the cache's encoded answers when it has it;
-    kept there only while ``live`` is the cache's current broker list and ``t`` its topic."""
+def _encoded_form(cache: Any, v: int, ext: bool) -> dict[str, tuple[TopicMeta, bytes]]:
+    """The cache's encoded topics for (version, extensions), made the most recently asked."""
     key = (v, ext)
-    by_name = cache.encoded_topics.get(key)
+    encoded = cache.encoded_topics
+    by_name = encoded.get(key)
     if by_name is None:
-        by_name = cache.encoded_topics[key] = {}
+        if len(encoded) >= MAX_ENCODED_FORMS:  # the form asked least recently goes
+            del encoded[next(iter(encoded))]
+        by_name = encoded[key] = {}
+    elif next(reversed(encoded)) != key:
+        encoded[key] = encoded.pop(key)  # most recently asked last
+    return by_name  # type: ignore[no-any-return]
+
+
+def _encoded_topic(cache: Any, by_name: dict, t: TopicMeta, v: int, ext: bool, live: dict) -> bytes:
+    """``t``'s element of the topics array, from ``by_name`` (``_encoded_form``) when it has
+    it; kept there only while ``live`` is the cache's current broker list and ``t`` its topic."""
     hit = by_name.get(t.name)
     if hit is not None and hit[0] is t:
         return hit[1]  # type: ignore[no-any-return]
@@ -160,14 +173,16 @@ def handle_metadata(ctx, req):
         max_partition_epoch=cache.max_partition_epoch if ext else -1,
     )
 
+    by_name = _encoded_form(cache, v, ext)
     requested = req.topics
     if requested is None or (v == 0 and not requested):
         broker.stats.metadata_request(ctx.client_id, None)
         snapshot = list(cache.topics.values())
         if len(snapshot) <= _CHECK_EVERY:
-            resp.topics = EncodedArray(len(snapshot), [_encoded_topic(cache, t, v, ext, live) for t in snapshot])
+            resp.topics = EncodedArray(len(snapshot), [_encoded_topic(cache, by_name, t, v, ext, live)
+                                                       for t in snapshot])
             return resp
-        return _all_topics(cache, snapshot, resp, v, ext, live)
+        return _all_topics(cache, by_name, snapshot, resp, v, ext, live)
 
     parts = []
     allow_create = broker.config["auto.create.topics.enable"] and (v < 4 or req.allow_auto_topic_creation)
@@ -181,12 +196,12 @@ def handle_metadata(ctx, req):
                                              topic_id=rt.topic_id), v))
                 continue
             names.append(t.name)
-            parts.append(_encoded_topic(cache, t, v, ext, live))
+            parts.append(_encoded_topic(cache, by_name, t, v, ext, live))
             continue
         names.append(name)
         t = cache.topic(name)
         if t is not None:
-            parts.append(_encoded_topic(cache, t, v, ext, live))
+            parts.append(_encoded_topic(cache, by_name, t, v, ext, live))
             continue
         try:
             validate_topic_name(name)
@@ -205,14 +220,15 @@ def handle_metadata(ctx, req):
     return resp
 
 
-async def _all_topics(cache: Any, snapshot: list[TopicMeta], resp: Any, v: int, ext: bool, live: dict) -> Any:
+async def _all_topics(cache: Any, by_name: dict, snapshot: list[TopicMeta], resp: Any, v: int, ext: bool,
+                      live: dict) -> Any:
     """The topics of ``snapshot``, in slices of about SLICE_SECONDS of the loop each; each
     slice's bytes joined into one chunk."""
     chunks: list[bytes] = []
     slice_parts: list[bytes] = []
     started = time.perf_counter()
     for i, t in enumerate(snapshot, 1):
-        slice_parts.append(_encoded_topic(cache, t, v, ext, live))
+        slice_parts.append(_encoded_topic(cache, by_name, t, v, ext, live))
         if i % _CHECK_EVERY == 0 and time.perf_counter() - started > SLICE_SECONDS:
             chunks.append(b"".join(slice_parts))
             slice_parts = []

@@ -200,3 +200,12 @@ def test_the_cache_counts_partitions_and_replicas_per_broker_as_topics_come_and_
     assert (cache.partition_count, dict(cache.replicas_per_broker)) == (5, {1: 5, 2: 5})
     cache.remove_topic("a")
     assert (cache.partition_count, dict(cache.replicas_per_broker)) == (0, {})
+
+
+def test_encoded_topics_are_kept_for_the_forms_asked_most_recently_only():
+    cache = make_cache(5)
+    for v in (12, 11, 10, 9, 12, 8):
+        answer(cache, named("t1"), v)
+    assert list(cache.encoded_topics) == [(10, False), (9, False), (12, False), (8, False)]
+    assert answer(cache, named("t1"), 11) == reference(cache, named("t1"), 11, False)
+    assert len(cache.encoded_topics) == handler.MAX_ENCODED_FORMS
