@@ -8,9 +8,11 @@ For each store and size, a fresh broker (``refka serve``, one broker: the
 embedded store with its data dir on disk, ``--memory`` to keep logs and znodes
 in memory, or ``--zookeeper`` over a private ZooKeeper, Debian's package), then:
 
-- create: N topics of 1 partition (RF 1) through CreateTopics, ``--batch``
+- create: N topics of 1 partition (RF 1) through CreateTopics (max.partitions
+  and max.broker.partitions set above N), ``--batch``
   topics per request, one request at a time; the seconds it took and the
   broker process's RSS after (/proc/<pid>/status VmRSS);
+- settle: until the broker's CPU use over 0.5 s is below 10% (at most 60 s);
 - raw: Metadata v12 latency (p50/p99) for 1 topic, 20 topics and all topics
   from refka's own connection (refka/client/connection.py; the time includes
   decoding the answer in Python, which dominates for all topics);
@@ -94,9 +96,12 @@ def rss_mb(pid: int) -> float | None:
 class Broker:
     """One ``refka serve`` broker on the embedded store or over ZooKeeper."""
 
-    def __init__(self, store: str, workdir: Path, memory: bool = False) -> None:
+    def __init__(self, store: str, workdir: Path, memory: bool = False, topics: int = 0) -> None:
         self.store = store
         self.memory = memory
+        # KIP-578's limits (max.broker.partitions is 4,000 by default) above what is created
+        limit = str(max(topics, 1) + 1000)
+        self.overrides = {"max.partitions": limit, "max.broker.partitions": limit}
         self.workdir = workdir
         self._target: targets.RefkaTarget | None = None
         self._zk: failover.ZooKeeperCluster | None = None
@@ -105,7 +110,7 @@ class Broker:
 
     def start(self) -> None:
         if self.store == "zookeeper":
-            self._zk = failover.ZooKeeperCluster(self.workdir, brokers=1)
+            self._zk = failover.ZooKeeperCluster(self.workdir, brokers=1, overrides=self.overrides)
             try:
                 self._zk.start()
             except BaseException:
@@ -113,7 +118,7 @@ class Broker:
                 raise
             self.port, self.pid = self._zk.ports[0], self._zk.pid(0)
         else:
-            self._target = targets.RefkaTarget(self.workdir, memory=self.memory)
+            self._target = targets.RefkaTarget(self.workdir, memory=self.memory, overrides=self.overrides)
             running = self._target.start(timeout=60.0)
             self.port, self.pid = int(running.bootstrap.rpartition(":")[2]), running.pid
 
@@ -133,6 +138,19 @@ class Broker:
             self._zk.stop()
         if self._target is not None:
             self._target.stop()
+
+
+def settle(pid: int, timeout: float = 60.0) -> float:
+    """Seconds until the broker's CPU use over 0.5 s drops below 10% (the tail of the creation:
+    checkpoints, the journal, writeback), so the latencies are the steady state's."""
+    t0 = time.monotonic()
+    while time.monotonic() - t0 < timeout:
+        c0 = targets.cpu_seconds(pid)
+        time.sleep(0.5)
+        c1 = targets.cpu_seconds(pid)
+        if c0 is None or c1 is None or (c1 - c0) / 0.5 < 0.10:
+            break
+    return time.monotonic() - t0
 
 
 # -- raw client
@@ -285,12 +303,13 @@ def samples_for(n: int, quick: bool) -> dict[str, int]:
 
 def run_size(store: str, n: int, quick: bool, batch: int, workdir: Path, memory: bool = False) -> dict[str, Any]:
     out: dict[str, Any] = {"topics": n, "store": store + (" (--memory)" if memory else "")}
-    broker = Broker(store, workdir / f"{store}-{n}", memory)
+    broker = Broker(store, workdir / f"{store}-{n}", memory, n)
     try:
         broker.start()
         out["rss_mb_empty"] = rss_mb(broker.pid)
         out["create_seconds"] = asyncio.run(create_topics(broker.port, n, batch))
         out["rss_mb"] = rss_mb(broker.pid)
+        out["settle_seconds"] = settle(broker.pid)
         _say(f"{store} {n:,}: created in {out['create_seconds']:.1f} s, RSS {out['rss_mb']:.0f} MB")
         samples = samples_for(n, quick)
         out["raw"] = asyncio.run(raw_latencies(broker.port, n, samples))

@@ -68,7 +68,9 @@ def eventually(check, what: str, timeout: float = 60.0):
 
 @pytest.fixture(scope="module")
 def crowded(tmp_path_factory):
-    b = BrokerProcess(tmp_path_factory.mktemp("kip526") / "data", memory=True).start()
+    limit = str(TOPICS + 100)  # max.broker.partitions is 4,000 by default (KIP-578)
+    b = BrokerProcess(tmp_path_factory.mktemp("kip526") / "data", memory=True,
+                      overrides={"max.partitions": limit, "max.broker.partitions": limit}).start()
     try:
         with RawClient(b) as c:
             for start in range(0, TOPICS, BATCH):
