@@ -6,6 +6,7 @@
     python -m lab.bench --failover [...] the leadership-failover benchmark instead (failover.py)
     python -m lab.bench --partitions [...] the KIP-253 benchmark instead (partitions.py)
     python -m lab.bench --clients [...]  refka's reference client beside confluent-kafka instead (clients.py)
+    python -m lab.bench --metadata [...] the KIP-526 benchmark instead: Metadata at 10 to 100,000 topics (metadata.py)
     python -m lab.bench --ordered [...]  the long chaos plan of lab/scenarios/ordered_delivery.py instead
 
 For each target, in one run on this machine:
@@ -175,6 +176,11 @@ def main(argv: list[str] | None = None) -> int:
         from lab.bench import clients
 
         return clients.main([a for a in argv if a != "--clients"])
+    if "--metadata" in argv:
+        # The KIP-526 benchmark has its own options (python -m lab.bench.metadata --help).
+        from lab.bench import metadata
+
+        return metadata.main([a for a in argv if a != "--metadata"])
     if "--ordered" in argv:
         # KIP-253 under chaos: the scenario's long plan, three ZooKeeper-backed processes, the
         # controller killed after each change; its options (python -m lab.scenarios.ordered_delivery
@@ -195,6 +201,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", action="store_true",
                         help="run the client benchmark instead: refka's reference Producer and Consumer beside "
                              "confluent-kafka's (lab/bench/clients.py; its options: python -m lab.bench.clients --help)")
+    parser.add_argument("--metadata", action="store_true",
+                        help="run the KIP-526 benchmark instead: Metadata latency and CreateTopics at 10 to 100,000 "
+                             "topics (lab/bench/metadata.py; its options: python -m lab.bench.metadata --help)")
     parser.add_argument("--ordered", action="store_true",
                         help="run the long chaos plan of lab/scenarios/ordered_delivery.py instead (its options: "
                              "python -m lab.scenarios.ordered_delivery --help)")

@@ -247,7 +247,7 @@ class ControllerSide:
         """max.partitions, checked on the count alone: also before a request's partitions
         are assigned (num_partitions 2^31-1 would otherwise be built in memory first)."""
         max_total = self.config["max.partitions"]
-        total = sum(len(t.partitions) for t in self.metadata.topics.values()) + new
+        total = self.metadata.partition_count + new
         if total > max_total:
             raise admin.PolicyViolationError(
                 f"A request for {new} partitions would take the cluster to {total}, "
@@ -260,8 +260,7 @@ class ControllerSide:
         its controller's view."""
         self._check_partition_count(len(new))
         max_per_broker = self.config["max.broker.partitions"]
-        topics = self.metadata.topics.values()
-        hosted = Counter(r for t in topics for p in t.partitions.values() for r in p.replicas)
+        hosted = Counter(self.metadata.replicas_per_broker)
         hosted.update(r for replicas in new.values() for r in replicas)
         over = sorted(b for b, n in hosted.items() if n > max_per_broker)
         if over:

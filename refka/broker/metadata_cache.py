@@ -20,11 +20,21 @@ meanwhile, as the seed intends). A partition is marked for deletion when its
 index is at or above the checked count (``is_marked_for_deletion``). The
 partition znode's maps (leaderEpochAfterCreation, leaderEpochBeforeDeletion)
 come with UpdateMetadata only, as (partition, leader epoch) pairs ascending.
+
+KIP-526 (seed 003): nothing here walks all topics. The counts KIP-578's limits
+check (``partition_count``, ``replicas_per_broker``) are kept as topics come
+and go, and Metadata's handler keeps each topic's encoded answer per (version,
+extensions) in ``encoded_topics``, dropped when the topic changes and all of it
+when the set of live brokers changes (a partition's leader is answered only if
+live). A ``TopicMeta`` is never changed once put: UpdateMetadata puts a new one,
+so a list of them is a snapshot an answer can be built from over several turns.
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 ZERO_UUID = b"\x00" * 16
 
@@ -80,6 +90,30 @@ class MetadataCache:
         self.version = 0  # bumped on every update: lets waiters see a change
         # KIP-253: topic -> the undeleted_partition_count Produce and Fetch check (module docstring).
         self.undeleted_partition_counts: dict[str, int] = {}
+        # KIP-578's counts, kept as topics are put and removed (module docstring).
+        self.partition_count = 0
+        self.replicas_per_broker: Counter[int] = Counter()
+        # (Metadata version, extensions) -> topic name -> (the TopicMeta, its encoded answer).
+        self.encoded_topics: dict[tuple[int, bool], dict[str, tuple[TopicMeta, Any]]] = {}
+
+    def set_brokers(self, brokers: dict[int, BrokerMeta]) -> None:
+        """UpdateMetadata's live brokers; encoded answers name leaders only if live."""
+        if brokers.keys() != self.brokers.keys():
+            self.encoded_topics.clear()
+        self.brokers = brokers
+
+    def _count(self, t: TopicMeta, sign: int) -> None:
+        self.partition_count += sign * len(t.partitions)
+        per_broker = self.replicas_per_broker
+        for p in t.partitions.values():
+            for r in p.replicas:
+                per_broker[r] += sign
+                if not per_broker[r]:
+                    del per_broker[r]
+
+    def _forget_encoded(self, name: str) -> None:
+        for by_name in self.encoded_topics.values():
+            by_name.pop(name, None)
 
     def topic(self, name: str) -> TopicMeta | None:
         return self.topics.get(name)
@@ -93,8 +127,12 @@ class MetadataCache:
 
     def put_topic(self, t: TopicMeta) -> None:
         old = self.topics.get(t.name)
-        if old is not None and old.topic_id != t.topic_id:
-            self.topics_by_id.pop(old.topic_id, None)
+        if old is not None:
+            self._count(old, -1)
+            if old.topic_id != t.topic_id:
+                self.topics_by_id.pop(old.topic_id, None)
+        self._count(t, 1)
+        self._forget_encoded(t.name)
         self.topics[t.name] = t
         if t.topic_id != ZERO_UUID:
             self.topics_by_id[t.topic_id] = t
@@ -126,6 +164,8 @@ class MetadataCache:
         self.undeleted_partition_counts.pop(name, None)
         t = self.topics.pop(name, None)
         if t is not None:
+            self._count(t, -1)
+            self._forget_encoded(name)
             self.topics_by_id.pop(t.topic_id, None)
 
     def live_broker_ids(self) -> list[int]:

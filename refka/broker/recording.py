@@ -36,7 +36,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from refka.protocol import ErrorCode
+from refka.protocol import EncodedArray, ErrorCode
 from refka.protocol.messages import APIS
 from refka.protocol.schema import Array, Struct
 
@@ -61,7 +61,16 @@ def _error_code_lines(s: Struct, var: str, depth: int, indent: str) -> list[str]
             if not inner:
                 continue
             if isinstance(f.type, Array):
-                lines.append(f"{indent}for x{depth} in {var}.{f.name} or ():")
+                # An answer built from elements already encoded (EncodedArray, Metadata's
+                # topics) says their error codes itself.
+                lines += [f"{indent}if type({var}.{f.name}) is EncodedArray:",
+                          f"{indent}    if {var}.{f.name}.error_codes:",
+                          f"{indent}        if found is None:",
+                          f"{indent}            found = set()",
+                          f"{indent}        found.update({var}.{f.name}.error_codes)",
+                          f"{indent}else:"]
+                lines.append(f"{indent}  for x{depth} in {var}.{f.name} or ():")
+                inner = ["  " + line for line in inner]
             else:
                 lines += [f"{indent}x{depth} = {var}.{f.name}", f"{indent}if x{depth} is not None:"]
             lines += inner
@@ -79,7 +88,7 @@ def _compile_error_codes(s: Struct) -> Callable[[Any], tuple[int, ...]]:
     body = _error_code_lines(s, "r", 0, "    ")
     src = "def error_codes(r):\n    found = None\n" + "\n".join(body) + (
         "\n    return () if found is None else tuple(sorted(found))\n")
-    ns: dict[str, Any] = {}
+    ns: dict[str, Any] = {"EncodedArray": EncodedArray}
     exec(compile(src, f"<refka error codes {s.name}>", "exec"), ns)
     return ns["error_codes"]  # type: ignore[no-any-return]
 

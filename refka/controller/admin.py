@@ -406,8 +406,11 @@ async def create_topic(
         raise TopicExistsError(f"Topic '{name}' is marked for deletion.")
     if await store.exists(znodes.topic_path(name)) is not None:
         raise TopicExistsError(f"Topic '{name}' already exists.")
+    # Only a name with '.' or '_' can collide (Kafka's Topic.hasCollisionChars): the others skip
+    # listing every topic, which at 10^5 topics is most of a creation's cost (KIP-526 bench).
     key = _collision_key(name)
-    clashes = [t for t in await list_topics(store) if t != name and _collision_key(t) == key]
+    clashes = [t for t in await list_topics(store) if t != name and _collision_key(t) == key] if (
+        "." in name or "_" in name) else []
     if clashes:
         raise InvalidTopicError(f"Topic '{name}' collides with existing topics: {', '.join(clashes)}")
     n = len(assignment)

@@ -108,10 +108,16 @@ class TopicManager:
         self.sender = sender
         self.election = election  # the controller epoch the new states carry
         self.expansion_ack_timeout = expansion_ack_timeout  # KIP-253: wait for LeaderAndIsr answers
+        # Topics loaded by a TopicChange whose completion has not returned yet (new ones, and
+        # those a retried event left unfinished): the only ones a TopicChange looks at again,
+        # not every topic (KIP-526: at 10^5 topics that sweep held the loop ~0.2 s per event).
+        # A hint only: _incomplete decides, and failover completes every topic anyway.
+        self._unfinished: set[str] = set()
         # Topics queued in /admin/delete_topics: never completed (a deletion a dead controller
         # left half done must not have its partitions made again), only deleted (Kafka's
         # TopicDeletionManager keeps them ineligible too). Read again at every topic event.
         self.deleting: set[str] = set()
+
 
     async def refresh_deleting(self) -> None:
         self.deleting = await self.zk.topics_queued_for_deletion()
@@ -126,10 +132,12 @@ class TopicManager:
         for name in sorted(names - set(ctx.topics)):
             await self.zk.load_topic(name)
             if name in ctx.topics:
+                self._unfinished.add(name)
                 log.info("topic_created", topic=name, partitions=len(ctx.topics[name].partitions))
-        for name in sorted(names & set(ctx.topics)):
-            if self._incomplete(name):  # new, or left unfinished by a retried event
+        for name in sorted(self._unfinished):
+            if name in names and name in ctx.topics and self._incomplete(name):
                 await self.complete_topic(name, batch)
+            self._unfinished.discard(name)
         for name in sorted(set(ctx.topics) - names):
             # Removed behind the controller's back (not through /admin/delete_topics).
             log.warning("topic_znode_vanished", topic=name)

@@ -4,7 +4,7 @@ What handlers use is re-exported here; helpers stay private to their modules.
 """
 
 from .api import Api, UnsupportedVersion, join
-from .codec import DecodeError, EncodeError
+from .codec import DecodeError, EncodedArray, EncodeError
 from .errors import ErrorCode
 from .framing import BadFrame, FrameTooLarge, frame
 from .headers import (
@@ -21,6 +21,7 @@ __all__ = [
     "BadFrame",
     "DecodeError",
     "EncodeError",
+    "EncodedArray",
     "ErrorCode",
     "FrameTooLarge",
     "RequestHeader",

@@ -30,6 +30,7 @@ class Api:
         self._enc_req: dict[int, Callable[[Any], list[Any]]] = {}
         self._dec_resp: dict[int, Callable[[Any, int], tuple[Any, int]]] = {}
         self._enc_resp: dict[int, Callable[[Any], list[Any]]] = {}
+        self._enc_struct: dict[tuple[int, int], Callable[[Any], list[Any]]] = {}
 
     def __repr__(self) -> str:
         return f"Api({self.name}, key={self.key}, v{self.min_version}-{self.max_version})"
@@ -83,6 +84,17 @@ class Api:
             self._check(v)
             fn = self._enc_resp[v] = self._compiler.encoder(self.spec.response, v)
         return fn(obj)
+
+    def struct_encoder(self, cls: type, v: int) -> Callable[[Any], list[Any]]:
+        """The encoder of one of this API's nested structs (its generated class, e.g.
+        ``Metadata.Response.MetadataResponseTopic``) at version ``v``: the bytes an element
+        of an array of it takes in the message, for an ``EncodedArray``."""
+        key = (id(cls), v)
+        fn = self._enc_struct.get(key)
+        if fn is None:
+            self._check(v)
+            fn = self._enc_struct[key] = self._compiler.encoder(cls._spec, v)  # type: ignore[attr-defined]
+        return fn
 
     def precompile(self) -> None:
         """Compile every version now (tests; a broker compiles on first use)."""

@@ -13,6 +13,12 @@ with large RECORDS values spliced in as-is (no copy), ready for
 ``transport.writelines``.
 
 Unknown tagged fields are skipped by length, never an error.
+
+An array field may also be given as an ``EncodedArray``: its elements already
+encoded for the same version (``Api.struct_encoder``), spliced in as they are.
+A broker that keeps encoded parts (Metadata's topics, KIP-526) answers with
+them without building the elements again; the bytes are the same as the
+elements' own encoding inside the array.
 """
 
 from __future__ import annotations
@@ -97,6 +103,26 @@ def uvarint(n: int) -> bytes:
 _BYTE = [bytes([i]) for i in range(256)]
 
 
+class EncodedArray:
+    """An array field's value as its ``count`` elements already encoded, in ``chunks``
+    (bytes-like, concatenated in order) for the version the message is encoded in;
+    ``error_codes``: the distinct non-zero error codes inside those elements, for whoever
+    reads the answer without decoding it (the broker's request recording)."""
+
+    __slots__ = ("count", "chunks", "error_codes")
+
+    def __init__(self, count: int, chunks: list[Any], error_codes: tuple[int, ...] = ()) -> None:
+        self.count = count
+        self.chunks = chunks
+        self.error_codes = error_codes
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __repr__(self) -> str:
+        return f"EncodedArray(count={self.count}, bytes={sum(len(c) for c in self.chunks)})"
+
+
 def _records_len(v: Any) -> int:
     if isinstance(v, list):
         return sum(len(x) for x in v)
@@ -127,6 +153,7 @@ _HELPERS: dict[str, Any] = {
     "_N16": _S16.pack(-1),
     "_N32": _S32.pack(-1),
     "_Z8": b"\x00",
+    "_EA": EncodedArray,
 }
 
 _FIXED_DECODE = {
@@ -569,6 +596,11 @@ class Compiler:
                 self._enc_null(g, flex, True, ind + 1)
             else:
                 g.emit(ind + 1, f"raise EncodeError('{f.name} is not nullable')")
+            g.emit(ind, f"elif type({x}) is _EA:")  # elements encoded already: spliced in
+            self._enc_len(g, f"{x}.count", flex, True, ind + 1)
+            g.emit(ind + 1, "out.append(b)")
+            g.emit(ind + 1, f"out.extend({x}.chunks)")
+            g.emit(ind + 1, "b = bytearray()")
             g.emit(ind, "else:")
             self._enc_len(g, f"len({x})", flex, True, ind + 1)
             el = g.var("el")

@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 
 from refka.broker.recording import ALL_TOPICS, BrokerRecordings, RecordFile, entries, error_codes
-from refka.protocol import ErrorCode
+from refka.protocol import EncodedArray, ErrorCode
 from refka.protocol.messages import APIS
 from refka.protocol.messages.api_versions import ApiVersions
 from refka.protocol.messages.metadata import Metadata
@@ -27,6 +27,16 @@ def test_error_codes_are_the_distinct_non_zero_codes_at_every_level():
                        R.MetadataResponseTopic(name="b", error_code=0)])
     assert error_codes(Metadata, answer) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,)
     assert error_codes(ApiVersions, ApiVersions.Response(error_code=ErrorCode.UNSUPPORTED_VERSION)) == (35,)
+
+
+def test_an_answer_of_elements_already_encoded_gives_the_codes_it_carries():
+    """Metadata's topics come encoded from the metadata cache (EncodedArray): their codes are
+    the array's, not found by walking it."""
+    R = Metadata.Response
+    resp = R(brokers=[], topics=EncodedArray(2, [b"", b""], (ErrorCode.LEADER_NOT_AVAILABLE,
+                                                         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)))
+    assert error_codes(Metadata, resp) == (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.LEADER_NOT_AVAILABLE)
+    assert error_codes(Metadata, R(brokers=[], topics=EncodedArray(1, [b""]))) == ()
 
 
 def test_every_apis_answer_can_be_searched_for_error_codes():

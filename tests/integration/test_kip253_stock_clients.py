@@ -32,9 +32,9 @@ from confluent_kafka import Consumer, KafkaError, Producer
 from confluent_kafka import TopicPartition as CkTopicPartition
 from confluent_kafka.admin import AdminClient, NewPartitions
 from kafka import KafkaProducer
-from kafka.errors import OutOfOrderSequenceNumberError
 from kafka.admin import KafkaAdminClient
 from kafka.admin import NewPartitions as KpNewPartitions
+from kafka.errors import OutOfOrderSequenceNumberError
 from kazoo.client import KazooClient
 
 from tests.integration.cluster_helpers import FAST, TIMEOUT, ZkCluster, metadata

@@ -23,6 +23,14 @@ Behavior:
   others (protocol/extensions.py says why).
 - KIP-526: each request's named topics are recorded per client (broker.stats) and in
   the connection's recording (ctx.topics, recording.py).
+  An answer costs what it lists, not what the cluster holds: a named topic is
+  a dict lookup, and each topic's encoded answer is kept per (version,
+  extensions) in the metadata cache until UpdateMetadata changes the topic
+  (or the set of live brokers), so a repeated answer is its bytes joined. An
+  answer for all topics is built from a snapshot of the topics, in slices of
+  about 1 ms of the event loop each (a topic not encoded yet costs ~20 us), so
+  other connections are answered in between. The bytes are those of the
+  answer built whole (tests/broker/handlers/test_metadata_encoded.py).
 
 Version notes:
 - v1 rack, controller, is_internal; null topics. v2 cluster_id. v4 allow auto
@@ -33,9 +41,11 @@ Version notes:
 
 from __future__ import annotations
 
+import asyncio
+import time
 from typing import Any
 
-from refka.protocol import ErrorCode
+from refka.protocol import EncodedArray, ErrorCode, join
 from refka.protocol.messages.metadata import Metadata
 
 from ..config import answers_extensions
@@ -53,6 +63,12 @@ REpochs = Resp.ControllerEpochs
 
 NONE = ErrorCode.NONE
 LEADER_NOT_AVAILABLE = ErrorCode.LEADER_NOT_AVAILABLE
+# An all-topics answer yields to the event loop after this long building (module docstring).
+SLICE_SECONDS = 0.001
+_CHECK_EVERY = 16  # topics between two looks at the clock (a topic not encoded yet: ~20 us)
+# Encoded topics are kept for this many (version, extensions) forms at most (clients use one
+# or two; ~25 MB a form at 100,000 topics): a client cycling through versions cannot grow it.
+MAX_ENCODED_FORMS = 4
 
 
 def _topic_response(t: TopicMeta, live: dict, ext: bool) -> Any:
@@ -100,6 +116,46 @@ def _invalid_request(req: Any) -> Any:
     ])
 
 
+def _encoded_form(cache: Any, v: int, ext: bool) -> dict[str, tuple[TopicMeta, bytes]]:
+    """The cache's encoded topics for (version, extensions), made the most recently asked."""
+    key = (v, ext)
+    encoded = cache.encoded_topics
+    by_name = encoded.get(key)
+    if by_name is None:
+        if len(encoded) >= MAX_ENCODED_FORMS:  # the form asked least recently goes
+            del encoded[next(iter(encoded))]
+        by_name = encoded[key] = {}
+    elif next(reversed(encoded)) != key:
+        encoded[key] = encoded.pop(key)  # most recently asked last
+    return by_name  # type: ignore[no-any-return]
+
+
+def _encoded_topic(cache: Any, by_name: dict, t: TopicMeta, v: int, ext: bool, live: dict,
+                   codes: set[int]) -> bytes:
+    """``t``'s element of the topics array, from ``by_name`` (``_encoded_form``) when it has
+    it; kept there only while ``live`` is the cache's current broker list and ``t`` its topic.
+    Adds LEADER_NOT_AVAILABLE to ``codes`` when a partition of it has no live leader."""
+    hit = by_name.get(t.name)
+    if hit is not None and hit[0] is t:
+        if hit[2]:
+            codes.add(LEADER_NOT_AVAILABLE)
+        return hit[1]  # type: ignore[no-any-return]
+    answer = _topic_response(t, live, ext)
+    leaderless = any(p.error_code for p in answer.partitions)
+    if leaderless:
+        codes.add(LEADER_NOT_AVAILABLE)
+    data = join(Metadata.struct_encoder(RTopic, v)(answer))
+    if cache.brokers is live and cache.topics.get(t.name) is t:
+        by_name[t.name] = (t, data, leaderless)
+    return data
+
+
+def _encoded(topic: Any, v: int, codes: set[int]) -> bytes:
+    """An answer without a cached form (an error for a topic asked for)."""
+    codes.add(topic.error_code)
+    return join(Metadata.struct_encoder(RTopic, v)(topic))
+
+
 @handles(Metadata.key, 0, 12)
 def handle_metadata(ctx, req):
     broker = ctx.broker
@@ -115,51 +171,10 @@ def handle_metadata(ctx, req):
             brokers.append(RBroker(node_id=b.node_id, host=ep[0], port=ep[1], rack=b.rack))
     live = cache.brokers
     ext = answers_extensions(broker.config["refka.protocol.extensions"], req.refka_extensions)
-
-    topics_out = []
-    requested = req.topics
-    if requested is None or (v == 0 and not requested):
-        for t in cache.topics.values():
-            topics_out.append(_topic_response(t, live, ext))
-        broker.stats.metadata_request(ctx.client_id, None)
-        ctx.topics = ALL_TOPICS
-    else:
-        allow_create = broker.config["auto.create.topics.enable"] and (v < 4 or req.allow_auto_topic_creation)
-        names = []
-        for rt in requested:
-            name = rt.name
-            if name is None:
-                t = cache.topic_by_id(rt.topic_id)
-                if t is None:
-                    topics_out.append(RTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None, topic_id=rt.topic_id))
-                    continue
-                names.append(t.name)
-                topics_out.append(_topic_response(t, live, ext))
-                continue
-            names.append(name)
-            t = cache.topic(name)
-            if t is not None:
-                topics_out.append(_topic_response(t, live, ext))
-                continue
-            try:
-                validate_topic_name(name)
-            except InvalidTopicError:
-                topics_out.append(RTopic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name, topic_id=ZERO_UUID))
-                continue
-            if allow_create and not name.startswith("__"):
-                broker.spawn(broker.auto_create_topic(name))
-                err = LEADER_NOT_AVAILABLE
-            else:
-                err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-            topics_out.append(RTopic(error_code=err, name=name, topic_id=ZERO_UUID))
-        broker.stats.metadata_request(ctx.client_id, names)
-        ctx.topics = names
-
-    return Resp(
+    resp = Resp(
         brokers=brokers,
         cluster_id=cache.cluster_id,
         controller_id=cache.controller_id,
-        topics=topics_out,
         controller_epochs=REpochs(
             controller_epoch=cache.controller_epoch,
             controller_metadata_epoch=cache.controller_metadata_epoch,
@@ -169,3 +184,72 @@ def handle_metadata(ctx, req):
         max_partition_epoch=cache.max_partition_epoch if ext else -1,
     )
 
+    by_name = _encoded_form(cache, v, ext)
+    requested = req.topics
+    if requested is None or (v == 0 and not requested):
+        broker.stats.metadata_request(ctx.client_id, None)
+        ctx.topics = ALL_TOPICS
+        snapshot = list(cache.topics.values())
+        if len(snapshot) <= _CHECK_EVERY:
+            codes: set[int] = set()
+            chunks = [_encoded_topic(cache, by_name, t, v, ext, live, codes) for t in snapshot]
+            resp.topics = EncodedArray(len(snapshot), chunks, tuple(sorted(codes)))
+            return resp
+        return _all_topics(cache, by_name, snapshot, resp, v, ext, live)
+
+    parts = []
+    codes = set()
+    allow_create = broker.config["auto.create.topics.enable"] and (v < 4 or req.allow_auto_topic_creation)
+    names = []
+    for rt in requested:
+        name = rt.name
+        if name is None:
+            t = cache.topic_by_id(rt.topic_id)
+            if t is None:
+                parts.append(_encoded(RTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
+                                             topic_id=rt.topic_id), v, codes))
+                continue
+            names.append(t.name)
+            parts.append(_encoded_topic(cache, by_name, t, v, ext, live, codes))
+            continue
+        names.append(name)
+        t = cache.topic(name)
+        if t is not None:
+            parts.append(_encoded_topic(cache, by_name, t, v, ext, live, codes))
+            continue
+        try:
+            validate_topic_name(name)
+        except InvalidTopicError:
+            parts.append(_encoded(RTopic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name,
+                                         topic_id=ZERO_UUID), v, codes))
+            continue
+        if allow_create and not name.startswith("__"):
+            broker.spawn(broker.auto_create_topic(name))
+            err = LEADER_NOT_AVAILABLE
+        else:
+            err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        parts.append(_encoded(RTopic(error_code=err, name=name, topic_id=ZERO_UUID), v, codes))
+    broker.stats.metadata_request(ctx.client_id, names)
+    ctx.topics = names
+    resp.topics = EncodedArray(len(parts), parts, tuple(sorted(codes)))
+    return resp
+
+
+async def _all_topics(cache: Any, by_name: dict, snapshot: list[TopicMeta], resp: Any, v: int, ext: bool,
+                      live: dict) -> Any:
+    """The topics of ``snapshot``, in slices of about SLICE_SECONDS of the loop each; each
+    slice's bytes joined into one chunk."""
+    chunks: list[bytes] = []
+    slice_parts: list[bytes] = []
+    codes: set[int] = set()
+    started = time.perf_counter()
+    for i, t in enumerate(snapshot, 1):
+        slice_parts.append(_encoded_topic(cache, by_name, t, v, ext, live, codes))
+        if i % _CHECK_EVERY == 0 and time.perf_counter() - started > SLICE_SECONDS:
+            chunks.append(b"".join(slice_parts))
+            slice_parts = []
+            await asyncio.sleep(0)
+            started = time.perf_counter()
+    chunks.append(b"".join(slice_parts))
+    resp.topics = EncodedArray(len(snapshot), chunks, tuple(sorted(codes)))
+    return resp

@@ -75,7 +75,7 @@ async def handle_update_metadata(ctx, req):
         else:
             eps = {"PLAINTEXT": (b.v0_host, b.v0_port)}
         brokers[b.id] = BrokerMeta(node_id=b.id, endpoints=eps, rack=b.rack if v >= 2 else None)
-    cache.brokers = brokers
+    cache.set_brokers(brokers)
     cache.controller_id = req.controller_id
     cache.controller_epoch = req.controller_epoch
     if req.controller_metadata_epoch >= 0:
