@@ -30,8 +30,11 @@ Definitions, per (producer, key); a record is one seq of its key:
   seqs after it while they stay in q) are *moved records*. Each delivery of a
   moved record must come at or after an ``on_partition_key_assigned`` naming
   (topic, q), by any consumer of the group, made no earlier than the plan
-  step that moved the key (the last timeline step at or before the sent_ms of
-  s; without a timeline, any earlier call counts), unless the partition the
+  step that moved the key (the first timeline step after the key's last
+  record in its old partition was sent, if that step is not after s was
+  sent, else the last step before s was sent: a key may go unsent across a
+  step, and a producer may still send to the old partition for a moment after
+  one; without a timeline, any earlier call counts), unless the partition the
   key moved from had been removed (a timeline ``removed`` event after that
   step) before the delivery: the seed's holds, and so its calls, are only for
   marked partitions not yet removed, and a consumer assigned q once the
@@ -112,14 +115,16 @@ def audit(deliveries: Iterable[Mapping[str, Any]], acks: Iterable[Mapping[str, A
     }
     ex = out["examples"]
     latencies: list[int] = []
-    # (producer, key) -> seq -> (the sent_ms of the first record of its moved run, the partition it moved from)
-    moved: dict[tuple[str, str], dict[int, tuple[int, int]]] = {}
+    # (producer, key) -> seq -> (the sent_ms of the key's last record before its moved run, the
+    # sent_ms of the run's first record, the partition it moved from)
+    moved: dict[tuple[str, str], dict[int, tuple[int, int, int]]] = {}
     for pk, seqs in records.items():
         running_max = None
         had_violation = False
         previous_partition: tuple[str, int] | None = None
-        run_start: tuple[int, int] | None = None  # (sent_ms, from partition) of the current moved run
-        moved_seqs: dict[int, tuple[int, int]] = {}
+        previous_sent = 0
+        run_start: tuple[int, int, int] | None = None  # the current moved run's (before, first, from)
+        moved_seqs: dict[int, tuple[int, int, int]] = {}
         for seq in sorted(seqs):
             first, partition, topic, sent_ms, n = seqs[seq]
             out["duplicates"] += n - 1
@@ -133,10 +138,11 @@ def audit(deliveries: Iterable[Mapping[str, Any]], acks: Iterable[Mapping[str, A
             if running_max is None or first > running_max[0]:
                 running_max = (first, seq)
             if previous_partition is not None and previous_partition != (topic, partition):
-                run_start = (sent_ms, previous_partition[1])  # the key moved here: a new run
+                run_start = (previous_sent, sent_ms, previous_partition[1])  # the key moved here: a new run
             if run_start is not None:
                 moved_seqs[seq] = run_start
             previous_partition = (topic, partition)
+            previous_sent = sent_ms
         if had_violation:
             out["keys_with_violations"] += 1
         if moved_seqs:
@@ -162,7 +168,8 @@ def audit(deliveries: Iterable[Mapping[str, Any]], acks: Iterable[Mapping[str, A
     return out
 
 
-def _callback_misses(deliveries: list[Mapping[str, Any]], moved: Mapping[tuple[str, str], dict[int, tuple[int, int]]],
+def _callback_misses(deliveries: list[Mapping[str, Any]],
+                     moved: Mapping[tuple[str, str], dict[int, tuple[int, int, int]]],
                      callbacks: Iterable[Mapping[str, Any]], timeline: Iterable[Mapping[str, Any]] | None,
                      sink: list[dict[str, Any]], examples: int) -> int:
     assigned: dict[tuple[str, int], list[int]] = defaultdict(list)  # (topic, partition) -> sorted call times
@@ -184,8 +191,14 @@ def _callback_misses(deliveries: list[Mapping[str, Any]], moved: Mapping[tuple[s
         run = moved.get((d["producer"], d["key"]), {}).get(d["seq"])
         if run is None:
             continue
-        run_start, from_partition = run
-        step_i = bisect.bisect_right(steps, run_start) - 1
+        before, run_start, from_partition = run
+        # The step that moved the key came after its last record in the old partition was sent:
+        # the first step after that one, if it is not after the run's first record; else the
+        # last step before the run (a record sent in the old partition after a step, by a
+        # producer whose metadata had not caught up yet).
+        step_i = bisect.bisect_right(steps, before)
+        if step_i >= len(steps) or steps[step_i] > run_start:
+            step_i = bisect.bisect_right(steps, run_start) - 1
         not_before = steps[step_i] if step_i >= 0 else None
         if any((not_before is None or t >= not_before) and t <= d["delivered_ms"]
                for t in removed.get((d["topic"], from_partition), ())):

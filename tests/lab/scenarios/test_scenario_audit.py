@@ -137,3 +137,23 @@ def test_a_key_moved_from_a_partition_removed_before_the_delivery_needs_no_call(
     # A removal of another partition, or one before the step, excuses nothing.
     timeline[2]["partitions"] = [7]
     assert audit(deliveries, [], [], timeline)["callback_misses"] == 2
+
+
+def test_a_key_unsent_across_a_step_is_judged_by_the_step_that_moved_it() -> None:
+    """The expansion at 100 moves the key from 1 to 5; its first record after that is sent only
+    after the next step (a shrink at 300, which leaves it in 5). The call for 5 at 150 (the
+    expansion's creation hold released) covers it; one made before 100 does not."""
+    deliveries = [d(0, 50, 1, sent=10), d(1, 350, 5, sent=310)]
+    timeline = [{"step": 0, "action": "create", "at_ms": 0}, {"step": 1, "action": "expand", "at_ms": 100},
+                {"step": 2, "action": "shrink", "at_ms": 300}]
+    assert audit(deliveries, [], [cb([5], 150)], timeline)["callback_misses"] == 0
+    assert audit(deliveries, [], [cb([5], 90)], timeline)["callback_misses"] == 1
+
+
+def test_a_record_sent_to_the_old_partition_just_after_a_step_does_not_hide_the_step() -> None:
+    """The producer's metadata lagged: its last record in partition 1 was sent at 105, after the
+    expansion at 100, and the next one went to 5. The expansion is still the step."""
+    deliveries = [d(0, 150, 1, sent=105), d(1, 200, 5, sent=120)]
+    timeline = [{"step": 0, "action": "create", "at_ms": 0}, {"step": 1, "action": "expand", "at_ms": 100}]
+    assert audit(deliveries, [], [cb([5], 130)], timeline)["callback_misses"] == 0
+    assert audit(deliveries, [], [cb([5], 90)], timeline)["callback_misses"] == 1
