@@ -63,11 +63,18 @@ duplicate with its first offset, never appended twice. A re-hashed record
 starts under its new partition's sequence: the batch it was in was refused
 (INVALID_PARTITION_METADATA is answered before anything is appended), so the
 old partition's broker never saw those sequences and the partition's next
-sequence goes back to that batch's first. The one case this cannot cover is a
-batch whose answer was lost (connection closed) when its topic is re-hashed: it
-may have been appended, and it is re-hashed like the others; it can then be in
-the log twice, never out of order. A batch failed for good (a non-retriable
-error) also gives its sequences back, which is right since it was not appended.
+sequence goes back to that batch's first. A batch whose answer was lost
+(connection closed) when its topic is re-hashed may have been appended: its
+sequences must not go to other records, or the broker would take their batch
+for a duplicate of it and answer its offset (an acknowledged record never
+written: the scenario caught one under controller kills). So the producer then
+takes a new producer id (InitProducerId, once nothing is in flight; sending
+pauses meanwhile) and every sequence starts over; the re-hashed records may
+then be in the log twice, never out of order. OUT_OF_ORDER_SEQUENCE_NUMBER and
+UNKNOWN_PRODUCER_ID (the broker lost this producer's sequence) do the same and
+retry the batch, as Java's producer bumps its epoch since KIP-360. A batch
+failed for good (a non-retriable error) gives its sequences back, which is
+right since it was not appended.
 
 Metadata (KIP-526, ``working_set.py``): a topic joins the working set when a
 record is sent to it and leaves it (and the metadata cache) after
@@ -102,6 +109,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+import structlog
+
 from refka.client.cluster import ClusterClient, KafkaConnectionError
 from refka.client.connection import BrokerConnectionError
 from refka.client.errors import KafkaError, KafkaTimeoutError, ProducerClosed
@@ -115,12 +124,16 @@ from refka.protocol.messages.produce import Produce
 from refka.protocol.records import Compression, NewRecord, build_batch
 
 E = ErrorCode
+log = structlog.get_logger("refka.client.producer")
 # Errors after which the metadata is asked again before the retry (Java's InvalidMetadataException).
 INVALID_METADATA = frozenset({
     E.NOT_LEADER_OR_FOLLOWER, E.UNKNOWN_TOPIC_OR_PARTITION, E.LEADER_NOT_AVAILABLE,
     E.FENCED_LEADER_EPOCH, E.UNKNOWN_LEADER_EPOCH, E.KAFKA_STORAGE_ERROR,
     E.INVALID_PARTITION_METADATA, E.UNKNOWN_TOPIC_ID, E.INCONSISTENT_TOPIC_ID,
 })
+# Answers after which the idempotent producer takes a new producer id (its sequence for the
+# partition is lost to the broker), as Java's does since KIP-360.
+SEQUENCE_LOST = frozenset({E.OUT_OF_ORDER_SEQUENCE_NUMBER, E.UNKNOWN_PRODUCER_ID})
 # KIP-951: these answers may name the current leader.
 LEADER_HINTED = frozenset({E.NOT_LEADER_OR_FOLLOWER, E.FENCED_LEADER_EPOCH})
 
@@ -155,7 +168,7 @@ class _Record:
 
 class _Batch:
     __slots__ = ("attempts", "base_sequence", "created", "partition", "payload", "records", "retry_at",
-                 "size", "undeleted")
+                 "size", "undeleted", "unknown")
 
     def __init__(self, partition: int, undeleted: int, now: float) -> None:
         self.partition = partition
@@ -167,6 +180,7 @@ class _Batch:
         self.payload: bytearray | None = None  # built when first sent, resent as it is
         self.attempts = 0
         self.retry_at = 0.0
+        self.unknown = False  # sent, and no answer came: it may have been appended
 
 
 class _PartitionState:
@@ -248,6 +262,7 @@ class Producer:
                                                retry_backoff=self.retry_backoff)
         self._metadata_answered: asyncio.Future[None] | None = None  # resolved by the next refresh
         self._flushing = 0
+        self._new_id: asyncio.Task[None] | None = None  # a new producer id being taken (sending paused)
         self._tombstones = SplitTombstones(
             self._cluster, compression=self.compression, request_timeout_ms=request_timeout_ms,
             retry_backoff=self.retry_backoff, recheck_after=self.metadata_max_age,
@@ -497,6 +512,9 @@ class Producer:
                 continue
             next_at = min(now + self.metadata_max_age, self._working_set.next_eviction())
             by_leader: dict[int, list[tuple[str, _Batch]]] = {}
+            if self._new_id is not None:  # nothing is sent under the old producer id meanwhile
+                await asyncio.wait([self._new_id])
+                continue
             for name, ts in self._topics.items():
                 if ts.rehashing:
                     continue
@@ -577,6 +595,7 @@ class Producer:
         except (BrokerConnectionError, ValueError) as e:
             self._working_set.request_update()
             for name, batch in batches:
+                batch.unknown = True
                 self._retry(name, batch, None, f"{e}")
             self._wake.set()
             return
@@ -608,6 +627,11 @@ class Producer:
                 self._complete(name, batch, p.base_offset, p.log_append_time_ms)
             elif code == E.INVALID_PARTITION_METADATA:
                 self._start_rehash(name, self._topics[name])
+            elif code in SEQUENCE_LOST and self.enable_idempotence:
+                # The broker's sequence for this partition is not the one this batch continues:
+                # sent again under a new producer id, whose sequences start over.
+                self._retry(name, batch, code, p.error_message or "")
+                self._start_new_producer_id(f"{name}-{batch.partition}: {code.name}")
             elif code.retriable:
                 hinted = False
                 if code in LEADER_HINTED and p.current_leader is not None:
@@ -653,6 +677,36 @@ class Producer:
         else:
             batch.retry_at = now + self.retry_backoff
 
+    # -- the idempotent producer's sequences --------------------------------------------
+
+    def _start_new_producer_id(self, why: str) -> None:
+        if self._new_id is None or self._new_id.done():
+            log.info("producer_id_renewed", client_id=self.client_id, producer_id=self.producer_id,
+                     producer_epoch=self.producer_epoch, reason=why)
+            self._new_id = asyncio.ensure_future(self._new_producer_id())
+            self._tasks.add(self._new_id)
+            self._wake.set()
+
+    async def _new_producer_id(self) -> None:
+        """Once nothing is in flight: a new producer id (InitProducerId), every partition's
+        sequence back to 0, every batch not yet acknowledged built again under the new id."""
+        try:
+            for ts in list(self._topics.values()):
+                await ts.idle.wait()
+            await self._init_producer_id()
+            for ts in self._topics.values():
+                for ps in ts.partitions.values():
+                    ps.next_sequence = 0
+                    for batch in ps.batches:
+                        batch.payload = None
+                        batch.base_sequence = -1
+                        batch.unknown = False
+        finally:
+            task, self._new_id = self._new_id, None
+            if task is not None:
+                self._tasks.discard(task)
+            self._wake.set()
+
     # -- KIP-253: re-hashing a topic ----------------------------------------------------
 
     def _start_rehash(self, name: str, ts: _TopicState) -> None:
@@ -672,6 +726,14 @@ class Producer:
                 break
             except KafkaConnectionError:
                 await asyncio.sleep(self.retry_backoff)
+        if self.enable_idempotence and any(b.unknown for ps in ts.partitions.values() for b in ps.batches):
+            # A batch whose answer never came may be in the log: its records go to a partition
+            # again, and its sequences must not be given to other records (the broker would
+            # take such a batch for a duplicate of that one, and answer its offset). A new
+            # producer id makes every sequence start over.
+            self._start_new_producer_id(f"{name}: re-hashed with batches of unknown fate")
+            if self._new_id is not None:
+                await asyncio.wait([self._new_id])
         records: list[_Record] = list(ts.waiting)
         for ps in ts.partitions.values():
             if ps.batches and ps.batches[0].base_sequence >= 0:

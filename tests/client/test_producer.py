@@ -11,6 +11,7 @@ from typing import Any
 
 import pytest
 
+from refka.client.connection import BrokerConnectionError
 from refka.client.errors import KafkaError, KafkaTimeoutError
 from refka.client.metadata import ClusterMetadata
 from refka.client.partitioning import default_partition, murmur2, partition_for_key, to_positive
@@ -38,7 +39,8 @@ class FakeConnection:
     async def request(self, api: Any, body: Any, version: int | None = None, *,
                       expect_response: bool = True, timeout: float | None = None) -> Any:
         if api is InitProducerId:
-            return InitProducerId.Response(error_code=0, producer_id=7, producer_epoch=0)
+            self.cluster.producer_ids += 1
+            return InitProducerId.Response(error_code=0, producer_id=6 + self.cluster.producer_ids, producer_epoch=0)
         if api is DescribeConfigs:  # the compacted-topic tombstones ask (test_tombstones.py): no answer here
             return DescribeConfigs.Response(results=[])
         assert api is Produce
@@ -56,6 +58,7 @@ class FakeCluster:
         self.answer: Callable[[int, str, Any, int], PPR] = self.append
         self.gate = asyncio.Event()
         self.gate.set()
+        self.producer_ids = 0  # InitProducerId answered: 7, 8, ...
 
     def topic(self, name: str, leaders: list[tuple[int, int]], counts: tuple[int, int] | None = None) -> None:
         """The topic's (leader, leader epoch) per partition and (initial, undeleted), for the next Metadata."""
@@ -301,3 +304,64 @@ async def test_a_record_larger_than_buffer_memory_alone_goes_through():
     meta = await producer.send_and_wait("t", b"v" * 1000, partition=0)
     assert meta.offset == 0
     await producer.stop()
+
+
+def produced_headers(cluster: FakeCluster) -> list[tuple[int, int, int]]:
+    """(partition, producer id, base sequence) of every batch the producer sent, in order."""
+    out = []
+    for _node, req in cluster.requests:
+        for t in req.topic_data:
+            for p in t.partition_data:
+                h = read_header(p.records)
+                out.append((p.index, h.producer_id, h.base_sequence))
+    return out
+
+
+async def test_a_batch_whose_answer_was_lost_before_a_rehash_leaves_its_sequences_unused():
+    """Under a controller kill the scenario saw it: a batch appended whose answer was lost, a
+    re-hash, then other records sent with that batch's sequence, which the broker took for a
+    duplicate and answered with the first batch's offset (acknowledged, never written). Now the
+    re-hash takes a new producer id first, and the records go under sequences that start over."""
+    cluster = FakeCluster()
+    cluster.topic("t", [(0, 0)], counts=(1, 1))
+    calls = {"n": 0}
+
+    def answer(node_id: int, topic: str, p: Any, undeleted: int) -> PPR:
+        calls["n"] += 1
+        if calls["n"] == 1:
+            cluster.append(node_id, topic, p, undeleted)  # appended ...
+            raise BrokerConnectionError("connection to the leader lost")  # ... the answer lost
+        if calls["n"] == 2:  # the retry meets the shrink
+            return PPR(index=p.index, error_code=ErrorCode.INVALID_PARTITION_METADATA)
+        return cluster.append(node_id, topic, p, undeleted)
+
+    cluster.answer = answer
+    producer = await started(cluster, enable_idempotence=True, linger_ms=1, retry_backoff_ms=10)
+    first = await producer.send("t", b"first", key=b"k")
+    await asyncio.wait_for(first, 5)
+    second = await producer.send("t", b"second", key=b"k")
+    await asyncio.wait_for(second, 5)
+    await producer.stop()
+    assert produced_headers(cluster) == [(0, 7, 0), (0, 7, 0), (0, 8, 0), (0, 8, 1)]
+    assert cluster.producer_ids == 2
+    assert [v for _k, v in cluster.log[("t", 0)]] == [b"first", b"first", b"second"]  # twice, never out of order
+    assert (first.result().offset, second.result().offset) == (1, 2)
+
+
+async def test_out_of_order_sequence_takes_a_new_producer_id_and_the_batch_goes_again():
+    cluster = FakeCluster()
+    cluster.topic("t", [(0, 0)])
+    refused = {"n": 0}
+
+    def answer(node_id: int, topic: str, p: Any, undeleted: int) -> PPR:
+        if refused["n"] == 0:
+            refused["n"] += 1
+            return PPR(index=p.index, error_code=ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER)
+        return cluster.append(node_id, topic, p, undeleted)
+
+    cluster.answer = answer
+    producer = await started(cluster, enable_idempotence=True, linger_ms=1, retry_backoff_ms=10)
+    meta = await asyncio.wait_for(producer.send_and_wait("t", b"v", partition=0), 5)
+    await producer.stop()
+    assert meta.offset == 0 and cluster.producer_ids == 2
+    assert produced_headers(cluster) == [(0, 7, 0), (0, 8, 0)]
