@@ -156,6 +156,13 @@ ORDERED_LONG_PLAN = ["--plan", "4,8,6,12,9,16,12", "--cluster", "zookeeper", "--
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if "--ordered" in argv:
+        # KIP-253 under chaos: the scenario's long plan, three ZooKeeper-backed processes, the
+        # controller killed after each change; its options (python -m lab.scenarios.ordered_delivery
+        # --help) override these. Looked at first: the scenario has a --clients option of its own.
+        from lab.scenarios import ordered_delivery
+
+        return ordered_delivery.main([*ORDERED_LONG_PLAN, *(a for a in argv if a != "--ordered")])
     if "--groups" in argv:
         # The consumer-group benchmark has its own options (python -m lab.bench.groups --help).
         from lab.bench import groups
@@ -181,13 +188,6 @@ def main(argv: list[str] | None = None) -> int:
         from lab.bench import metadata
 
         return metadata.main([a for a in argv if a != "--metadata"])
-    if "--ordered" in argv:
-        # KIP-253 under chaos: the scenario's long plan, three ZooKeeper-backed processes, the
-        # controller killed after each change; its options (python -m lab.scenarios.ordered_delivery
-        # --help) override these.
-        from lab.scenarios import ordered_delivery
-
-        return ordered_delivery.main([*ORDERED_LONG_PLAN, *(a for a in argv if a != "--ordered")])
     parser = argparse.ArgumentParser(prog="python -m lab.bench", description=__doc__.split("\n\n")[0])
     parser.add_argument("--groups", action="store_true",
                         help="run the consumer-group benchmark instead (lab/bench/groups.py; its options: "
