@@ -505,3 +505,18 @@ async def test_a_listener_that_raises_does_not_stop_the_gate():
     await a.on_assigned(c.assign("a", tp(2)), [tp(2)], c.metadata)
     await a.poll({}, {})
     assert a.limit(tp(2)) is None
+
+
+def test_a_deletion_hold_limits_until_it_is_lifted_even_once_the_numbers_say_drained():
+    """The group's position of P3 reaching a log end offset known from an earlier poll does not
+    let P1's records above the threshold through: only the lift does, which the listener's
+    on_partition_key_assigned follows at once (the long chaos run delivered 52 records 190 ms
+    before the call)."""
+    from refka.client.ordered_delivery import _DeletionHold, _Gate
+
+    gate = _Gate(TopicPartition("t", 4), initial=4, creation_checked=True)
+    gate.deletions[12] = _DeletionHold(blocker=12, leader_epoch=3, upper_offset_threshold=100,
+                                       group_position=268, log_end_offset=268)
+    assert gate.limit() == 101
+    gate.deletions.clear()
+    assert gate.limit() is None
