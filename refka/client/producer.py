@@ -64,11 +64,15 @@ starts under its new partition's sequence: the batch it was in was refused
 (INVALID_PARTITION_METADATA is answered before anything is appended), so the
 old partition's broker never saw those sequences and the partition's next
 sequence goes back to that batch's first. A batch whose answer was lost
-(connection closed) when its topic is re-hashed may have been appended: its
-sequences must not go to other records, or the broker would take their batch
-for a duplicate of it and answer its offset (an acknowledged record never
-written: the scenario caught one under controller kills). So the producer then
-takes a new producer id (InitProducerId, once nothing is in flight; sending
+(connection closed) when its topic is re-hashed may have been appended: before
+the re-hash it is sent once more as it was, and refka's leader answers it as the
+duplicate it is (acknowledged where it is) or refuses it with
+INVALID_PARTITION_METADATA, which it answers only for a batch it does not have
+(``_resolve_unknown``). One whose fate is still unknown then (no answer again,
+its partition gone) must not give its sequences to other records, or the
+broker would take their batch for a duplicate of it and answer its offset (an
+acknowledged record never written: the scenario caught one under controller
+kills). So the producer then takes a new producer id (InitProducerId, once nothing is in flight; sending
 pauses meanwhile) and every sequence starts over; the re-hashed records may
 then be in the log twice, never out of order. OUT_OF_ORDER_SEQUENCE_NUMBER and
 UNKNOWN_PRODUCER_ID (the broker lost this producer's sequence) do the same and
@@ -276,6 +280,7 @@ class Producer:
         self.retries = 0
         self.hinted_retries = 0  # KIP-951: retried at once on a newer leader
         self.rehashes = 0
+        self.resolved_unknown = 0  # batches of unknown fate whose fate a re-hash learned (tests read it)
 
     # -- the public interface -----------------------------------------------------------
 
@@ -626,6 +631,7 @@ class Producer:
             if code == E.NONE:
                 self._complete(name, batch, p.base_offset, p.log_append_time_ms)
             elif code == E.INVALID_PARTITION_METADATA:
+                batch.unknown = False  # refka answers a batch it has as a duplicate first: not appended
                 self._start_rehash(name, self._topics[name])
             elif code in SEQUENCE_LOST and self.enable_idempotence:
                 # The broker's sequence for this partition is not the one this batch continues:
@@ -709,6 +715,40 @@ class Producer:
 
     # -- KIP-253: re-hashing a topic ----------------------------------------------------
 
+    async def _resolve_unknown(self, name: str, ts: _TopicState) -> None:
+        """Before a re-hash: each batch of unknown fate (a partition's first, the only one
+        ever sent) is sent once more as it was, same producer id, sequences and KIP-253
+        count. The leader answers a batch it has as a duplicate, with its offset, before it
+        checks the count (handlers/produce.py): acknowledged where it is. Refused with
+        INVALID_PARTITION_METADATA: not appended, re-hashed with the others under the same
+        producer id. Any other answer, or none, leaves it unknown."""
+        P = Produce.Request
+        for index, ps in list(ts.partitions.items()):
+            batch = ps.batches[0] if ps.batches else None
+            if batch is None or not batch.unknown or batch.payload is None:
+                continue
+            leader = self._cluster.metadata.leader_for(name, index)
+            if leader < 0:
+                continue
+            req = P(transactional_id=None, acks=self.acks, timeout_ms=self.request_timeout_ms, topic_data=[
+                P.TopicProduceData(name=name, undeleted_partition_count=batch.undeleted, partition_data=[
+                    P.TopicProduceData.PartitionProduceData(index=index, records=batch.payload)])])
+            batch.attempts += 1
+            try:
+                conn = await self._cluster.connection(leader)
+                resp = await conn.request(Produce, req)
+            except (BrokerConnectionError, ValueError):
+                continue
+            p = next((p for t in resp.responses for p in t.partition_responses if p.index == index), None)
+            if p is None:
+                continue
+            if p.error_code == E.NONE:
+                self.resolved_unknown += 1
+                self._complete(name, batch, p.base_offset, p.log_append_time_ms)
+            elif p.error_code == E.INVALID_PARTITION_METADATA:
+                self.resolved_unknown += 1
+                batch.unknown = False
+
     def _start_rehash(self, name: str, ts: _TopicState) -> None:
         if not ts.rehashing:
             ts.rehashing = True
@@ -726,6 +766,8 @@ class Producer:
                 break
             except KafkaConnectionError:
                 await asyncio.sleep(self.retry_backoff)
+        if self.enable_idempotence and self.acks != 0:
+            await self._resolve_unknown(name, ts)
         if self.enable_idempotence and any(b.unknown for ps in ts.partitions.values() for b in ps.batches):
             # A batch whose answer never came may be in the log: its records go to a partition
             # again, and its sequences must not be given to other records (the broker would

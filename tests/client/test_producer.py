@@ -317,35 +317,79 @@ def produced_headers(cluster: FakeCluster) -> list[tuple[int, int, int]]:
     return out
 
 
-async def test_a_batch_whose_answer_was_lost_before_a_rehash_leaves_its_sequences_unused():
-    """Under a controller kill the scenario saw it: a batch appended whose answer was lost, a
-    re-hash, then other records sent with that batch's sequence, which the broker took for a
-    duplicate and answered with the first batch's offset (acknowledged, never written). Now the
-    re-hash takes a new producer id first, and the records go under sequences that start over."""
-    cluster = FakeCluster()
-    cluster.topic("t", [(0, 0)], counts=(1, 1))
-    calls = {"n": 0}
+def refka_leader(cluster: FakeCluster, lose: set[int], refuse: set[int]) -> Callable[[int, str, Any, int], PPR]:
+    """Produce answered as refka's leader does after a shrink (handlers/produce.py): a batch it
+    has (producer id, base sequence) is answered as its duplicate, with its offset, whatever
+    the count; a batch of a partition in ``refuse`` is refused INVALID_PARTITION_METADATA
+    once, and nothing appended; for a (partition, producer id) in ``lose`` the batch is
+    appended and every answer lost (the connection breaks) while it stays in ``lose``."""
+    appended: dict[tuple[int, int, int], int] = {}
 
     def answer(node_id: int, topic: str, p: Any, undeleted: int) -> PPR:
-        calls["n"] += 1
-        if calls["n"] == 1:
-            cluster.append(node_id, topic, p, undeleted)  # appended ...
-            raise BrokerConnectionError("connection to the leader lost")  # ... the answer lost
-        if calls["n"] == 2:  # the retry meets the shrink
+        h = read_header(p.records)
+        key = (p.index, h.producer_id, h.base_sequence)
+        if key in appended:
+            if (p.index, h.producer_id) in lose:
+                raise BrokerConnectionError("connection to the leader lost")
+            return PPR(index=p.index, error_code=0, base_offset=appended[key])
+        if p.index in refuse:
+            refuse.discard(p.index)
             return PPR(index=p.index, error_code=ErrorCode.INVALID_PARTITION_METADATA)
-        return cluster.append(node_id, topic, p, undeleted)
+        resp = cluster.append(node_id, topic, p, undeleted)
+        appended[key] = resp.base_offset
+        if (p.index, h.producer_id) in lose:
+            raise BrokerConnectionError("connection to the leader lost")
+        return resp
 
-    cluster.answer = answer
-    producer = await started(cluster, enable_idempotence=True, linger_ms=1, retry_backoff_ms=10)
-    first = await producer.send("t", b"first", key=b"k")
-    await asyncio.wait_for(first, 5)
-    second = await producer.send("t", b"second", key=b"k")
-    await asyncio.wait_for(second, 5)
+    return answer
+
+
+async def lost_then_rehashed(lose_again: bool) -> tuple[FakeCluster, Producer, Any, Any]:
+    """Partition 0's batch is appended and its answer lost; partition 1's is refused
+    INVALID_PARTITION_METADATA, which re-hashes the topic before partition 0's batch is
+    sent again (its retry waits out the back-off)."""
+    cluster = FakeCluster()
+    cluster.topic("t", [(0, 0), (1, 0)], counts=(2, 2))
+    lose = {(0, 7)}  # the first producer id's
+    cluster.answer = refka_leader(cluster, lose, refuse={1})
+    producer = await started(cluster, enable_idempotence=True, linger_ms=1, retry_backoff_ms=200)
+    first = await producer.send("t", b"first", partition=0)
+    while not cluster.requests:
+        await asyncio.sleep(0.005)
+    if not lose_again:
+        lose.clear()  # the leader answers again from now on
+    other = await producer.send("t", b"other", partition=1)
+    await asyncio.wait_for(asyncio.gather(first, other), 5)
     await producer.stop()
-    assert produced_headers(cluster) == [(0, 7, 0), (0, 7, 0), (0, 8, 0), (0, 8, 1)]
-    assert cluster.producer_ids == 2
-    assert [v for _k, v in cluster.log[("t", 0)]] == [b"first", b"first", b"second"]  # twice, never out of order
-    assert (first.result().offset, second.result().offset) == (1, 2)
+    return cluster, producer, first.result(), other.result()
+
+
+async def test_a_batch_whose_answer_was_lost_is_resolved_as_a_duplicate_before_a_rehash():
+    """A batch appended whose answer was lost, then a re-hash: the batch is sent once more as it
+    was, answered as the duplicate it is (acknowledged at its offset, in the log once) and the
+    producer keeps its id: no record is written twice."""
+    cluster, producer, first, other = await lost_then_rehashed(lose_again=False)
+    assert producer.resolved_unknown == 1 and cluster.producer_ids == 1
+    assert [v for _k, v in cluster.log[("t", 0)]] == [b"first"]
+    assert [v for _k, v in cluster.log[("t", 1)]] == [b"other"]
+    assert (first.offset, other.offset) == (0, 0)
+    # partition 1's refused batch gave its sequence back: sent again under sequence 0
+    assert produced_headers(cluster) == [(0, 7, 0), (1, 7, 0), (0, 7, 0), (1, 7, 0)]
+
+
+async def test_a_batch_still_of_unknown_fate_at_a_rehash_leaves_its_sequences_unused():
+    """Under a controller kill the scenario saw it: a batch appended whose answer was lost, a
+    re-hash, then other records sent with that batch's sequence, which the broker took for a
+    duplicate and answered with the first batch's offset (acknowledged, never written). When
+    sending it again before the re-hash brings no answer either, the re-hash takes a new
+    producer id, and the records go under sequences that start over: the batch may then be in
+    the log twice, never out of order."""
+    cluster, producer, first, other = await lost_then_rehashed(lose_again=True)
+    assert producer.resolved_unknown == 0 and cluster.producer_ids == 2
+    assert [v for _k, v in cluster.log[("t", 0)]] == [b"first", b"first"]  # twice, never out of order
+    assert (first.offset, other.offset) == (1, 0)
+    assert produced_headers(cluster)[:3] == [(0, 7, 0), (1, 7, 0), (0, 7, 0)]
+    assert set(produced_headers(cluster)[3:]) == {(0, 8, 0), (1, 8, 0)}
 
 
 async def test_out_of_order_sequence_takes_a_new_producer_id_and_the_batch_goes_again():

@@ -153,3 +153,31 @@ def test_fetch_with_a_stale_count_is_refused(cluster, topics):
     assert got == answer(40, "00000000 0000 00000000", "02", cstr(TOPIC), "02", i32(0),
                          INVALID_PARTITION_METADATA, i64(-1), i64(-1), i64(-1), "00 # no aborted transactions",
                          i32(-1), "01 # records: empty, as Kafka's MemoryRecords.EMPTY", "00", "00", "00"), got.hex()
+
+
+def test_a_retry_of_a_batch_in_the_log_is_its_duplicate_whatever_the_count(cluster, topics):
+    """An idempotent producer whose answer was lost sends its batch again after the count
+    changed: the leader answers it as the duplicate it is, with its offset, before it checks
+    the count; so INVALID_PARTITION_METADATA means "not appended" (producer.py relies on it)."""
+    from refka.protocol.messages.produce import Produce
+
+    P = Produce.Request
+
+    def produce(partition: int, undeleted: int, seq: int) -> tuple[int, int]:
+        batch = bytes(build_batch([(b"k", f"v{seq}".encode())], producer_id=4242, producer_epoch=0,
+                                  base_sequence=seq))
+        raw = Raw(int(cluster.bootstrap.rsplit(":", 1)[1]))
+        try:
+            resp, _ = raw.call_raw(Produce, P(transactional_id=None, acks=-1, timeout_ms=10_000, topic_data=[
+                P.TopicProduceData(name=TOPIC, undeleted_partition_count=undeleted, partition_data=[
+                    P.TopicProduceData.PartitionProduceData(index=partition, records=batch)])]), 9)
+        finally:
+            raw.close()
+        p = resp.responses[0].partition_responses[0]
+        return p.error_code, p.base_offset
+
+    code, offset = produce(0, 3, 0)
+    assert code == ErrorCode.NONE
+    assert produce(0, 4, 0) == (ErrorCode.NONE, offset)  # the stale count, the same batch: its duplicate
+    assert produce(0, 4, 1)[0] == ErrorCode.INVALID_PARTITION_METADATA  # a batch it has not: refused
+    assert produce(0, 3, 1) == (ErrorCode.NONE, offset + 1)  # ...and it was not appended

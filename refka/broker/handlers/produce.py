@@ -29,7 +29,12 @@ Behavior:
   default) takes as fatal for every later send. The broker's
   count is the one the controller sent last, with LeaderAndIsr or
   UpdateMetadata (metadata_cache.py); Fetch compares the same one, and
-  serves marked partitions (consumers drain them).
+  serves marked partitions (consumers drain them). Before either refusal
+  the leader answers a retry of a batch it has already appended (an
+  idempotent producer's, one of its last five) as the duplicate it is, with
+  its offset: the refusal then means "not appended", so a producer whose
+  answer was lost learns the batch's fate before it re-hashes its records
+  (refka/client/producer.py), and does not send it again elsewhere.
 - acks=-1 answers once the ISR has the records (the high watermark passed
   them); on one replica that is at once. With an ISR smaller than the topic's
   min.insync.replicas nothing is appended: NOT_ENOUGH_REPLICAS. When the high
@@ -59,6 +64,7 @@ from typing import Any
 
 from refka.protocol import ErrorCode
 from refka.protocol.messages.produce import Produce
+from refka.protocol.records import RecordError, parse_batches
 
 from ..leader_hints import current_leader, hints_enabled, node_endpoints
 from ..log import RecordTooLargeError
@@ -93,6 +99,20 @@ def _refused(index: int, e: RecordValidationError) -> Any:
     return r
 
 
+def _duplicate(part: Any, records: Any) -> tuple[Any, Any] | None:
+    """(partition, its append info) when this broker leads ``part`` and its log has the
+    idempotent batch ``records`` already (a retry); None otherwise, and for records that
+    do not parse (they are refused anyway)."""
+    if part is None or not part.is_leader or not records:
+        return None
+    try:
+        headers = parse_batches(records)
+    except RecordError:
+        return None
+    info = part.log.duplicate_of(headers)
+    return (part, info) if info is not None else None
+
+
 @handles(Produce.key, 3, 11)
 def handle_produce(ctx, req):
     broker = ctx.broker
@@ -124,15 +144,23 @@ def handle_produce(ctx, req):
         stale_count = t.undeleted_partition_count >= 0 and undeleted >= 0 and t.undeleted_partition_count != undeleted
         for pd in t.partition_data:
             idx = pd.index
-            if stale_count:
-                parts_out.append(_error(idx, ErrorCode.INVALID_PARTITION_METADATA, (
-                    f"undeleted_partition_count {t.undeleted_partition_count} of {name} is not the "
-                    f"broker's {undeleted}")))
-                continue
-            if cache.is_marked_for_deletion(name, idx):
-                parts_out.append(_error(idx, MARKED_ANSWER[t.undeleted_partition_count >= 0], (
-                    f"partition {idx} of {name} is marked for deletion (undeleted_partition_count "
-                    f"{undeleted}): it takes no new records")))
+            if stale_count or cache.is_marked_for_deletion(name, idx):
+                dup = _duplicate(replicas.get(name, idx), pd.records)
+                if dup is not None:
+                    part, info = dup
+                    r = RPart(index=idx, error_code=NONE, base_offset=info.base_offset,
+                              log_append_time_ms=info.log_append_time, log_start_offset=part.log_start_offset)
+                    parts_out.append(r)
+                    if acks == -1 and part.high_watermark <= info.last_offset:  # as an append's answer
+                        waits.append((part, info.last_offset + 1, r, min_isr))
+                elif stale_count:
+                    parts_out.append(_error(idx, ErrorCode.INVALID_PARTITION_METADATA, (
+                        f"undeleted_partition_count {t.undeleted_partition_count} of {name} is not the "
+                        f"broker's {undeleted}")))
+                else:
+                    parts_out.append(_error(idx, MARKED_ANSWER[t.undeleted_partition_count >= 0], (
+                        f"partition {idx} of {name} is marked for deletion (undeleted_partition_count "
+                        f"{undeleted}): it takes no new records")))
                 continue
             part = replicas.get(name, idx)
             if part is None or not part.is_leader:

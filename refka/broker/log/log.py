@@ -59,7 +59,7 @@ from .epoch_cache import UNDEFINED_EPOCH, LeaderEpochCache
 from .errors import LogClosedError, OffsetOutOfRangeError, RecordTooLargeError, UnexpectedAppendOffsetError
 from .loader import CLEAN_SHUTDOWN_FILE, LOG_START_OFFSET_FILE, LoadedLog
 from .open_files import OpenFileCache
-from .producer_state import ProducerStateManager
+from .producer_state import BatchMetadata, ProducerStateManager, last_sequence
 from .segment import BatchEntry, LogSegment, Reaper
 
 _log = structlog.get_logger("refka.log")
@@ -251,6 +251,26 @@ class PartitionLog:
 
     # -- appends ----------------------------------------------------------------------
 
+    def _duplicate_info(self, producer_id: int, dup: BatchMetadata) -> AppendInfo:
+        _log.info("duplicate_batch_acknowledged", dir=str(self.directory or "(memory)"),
+                  producer_id=producer_id, base_sequence=dup.first_seq, base_offset=dup.first_offset)
+        ts = dup.timestamp
+        return AppendInfo(dup.first_offset, dup.last_offset, ts if self.config.log_append_time else -1,
+                          ts, dup.last_offset, ts, 0, 0, self._log_start_offset, True)
+
+    def duplicate_of(self, headers: Sequence[BatchHeader]) -> AppendInfo | None:
+        """The append of the idempotent producer's batch ``headers[0]`` if the log has it
+        already (a retry), as ``append`` would answer it; None otherwise. Nothing is
+        checked or appended: Produce asks this where it refuses the batch anyway (KIP-253),
+        so a retry of a batch that is in the log is answered with its offset."""
+        if not headers or headers[0].producer_id < 0:
+            return None
+        h = headers[0]
+        with self._lock:
+            entry = self._producers.get(h.producer_id)
+            dup = entry.find_duplicate(h.producer_epoch, h.base_sequence, last_sequence(h)) if entry else None
+            return self._duplicate_info(h.producer_id, dup) if dup is not None else None
+
     def append(
         self,
         batches: bytes | bytearray | memoryview,
@@ -282,12 +302,7 @@ class PartitionLog:
             # The idempotent producer's checks (ProducerStateError) and duplicates.
             dup = self._producers.check(headers)
             if dup is not None:
-                _log.info("duplicate_batch_acknowledged", dir=str(self.directory or "(memory)"),
-                          producer_id=headers[0].producer_id, base_sequence=dup.first_seq,
-                          base_offset=dup.first_offset)
-                ts = dup.timestamp
-                return AppendInfo(dup.first_offset, dup.last_offset, ts if self.config.log_append_time else -1,
-                                  ts, dup.last_offset, ts, 0, 0, self._log_start_offset, True)
+                return self._duplicate_info(headers[0].producer_id, dup)
             now = self._clock()
             # A writable view (the connection's receive buffer) is patched in place:
             # those bytes belong to this request alone. Anything else is copied once.
