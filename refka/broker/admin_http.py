@@ -11,19 +11,30 @@ Endpoints (described by the OpenAPI 3 document the app serves itself, ``OPENAPI`
 - ``GET /api/recordings[?broker=N][&client_id=X][&limit=K]``: the recorded
   requests of open and recently closed connections as JSON lines
   (``application/x-ndjson``), newest last; ``limit`` keeps the newest K.
+- ``GET /api/brokers/{broker}/metadata``: whether the broker's Metadata answers
+  are frozen (stale-metadata mode, metadata_cache.py), with the controller
+  epochs it answers and the ones it has.
+- ``POST /api/brokers/{broker}/metadata/freeze`` and ``.../thaw``: the broker
+  answers Metadata from its cache as it is now (epochs included) until thawed,
+  while the cluster moves on; both answer the state as the GET does. Freezing a
+  frozen broker keeps the first copy.
 - ``GET /metrics``: Prometheus text (prometheus-client), Kafka's JMX-exporter
   names where Kafka has the metric.
 
-The app sees the brokers only as their ``BrokerRecordings`` (recording.py),
-through a callable, so brokers stopped and started in an in-process cluster are
-seen as they are. Bad input is a 4xx with a JSON ``{"error": ...}`` body; so is
+The app sees the brokers only as ``ServedBroker``: a node id, its
+``BrokerRecordings`` (recording.py) and its ``MetadataCache``, through a
+callable, so brokers stopped and started in an in-process cluster are seen as
+they are. A broker of another process (one process per broker) is a 404 that
+says which brokers this process serves. Bad input is a 4xx with a JSON ``{"error": ...}`` body; so is
 a path the app does not serve.
 """
 
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from aiohttp import web
@@ -31,9 +42,20 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily
 
 from . import recording
+from .metadata_cache import MetadataCache
 from .recording import BrokerRecordings, api_name
 
-RecordingsSource = Callable[[], list[BrokerRecordings]]
+
+@dataclass(frozen=True, slots=True)
+class ServedBroker:
+    """What the admin app sees of one broker of this process."""
+
+    node_id: int
+    recordings: BrokerRecordings
+    metadata: MetadataCache
+
+
+BrokersSource = Callable[[], list[ServedBroker]]
 
 MAX_LIMIT = 1_000_000
 NDJSON = "application/x-ndjson"
@@ -42,6 +64,18 @@ _ERROR = {"type": "object", "properties": {"error": {"type": "string"}}, "requir
 _BROKER_PARAM = {"name": "broker", "in": "query", "required": False,
                  "description": "only this broker's (a broker id served by this process)",
                  "schema": {"type": "integer"}}
+_BROKER_PATH = {"name": "broker", "in": "path", "required": True,
+                "description": "a broker id served by this process", "schema": {"type": "integer"}}
+_METADATA_STATE = {"description": "the broker's Metadata serving state", "content": {"application/json": {
+    "schema": {"type": "object", "required": ["broker", "frozen", "answering", "current"], "properties": {
+        "broker": {"type": "integer"},
+        "frozen": {"type": "boolean"},
+        "frozen_at_ms": {"type": ["number", "null"], "description": "wall time of the freeze (ms)"},
+        **{k: {"type": "object", "description": d, "properties": {
+            "controller_id": {"type": "integer"}, "controller_epoch": {"type": "integer"},
+            "controller_metadata_epoch": {"type": "integer"}, "topics": {"type": "integer"}}}
+           for k, d in (("answering", "what Metadata answers (the frozen copy while frozen)"),
+                        ("current", "what the broker's cache has from the controller"))}}}}}}
 _IDENTITY = {
     "broker": {"type": "integer"},
     "listener": {"type": "string"},
@@ -61,7 +95,7 @@ OPENAPI: dict[str, Any] = {
     "openapi": "3.1.0",
     "info": {"title": "refka admin API", "version": "1",
              "description": "A lab tool: the connections and request recordings of the brokers of "
-                            "one refka process, and their Prometheus metrics."},
+                            "one refka process, their Prometheus metrics, and stale metadata."},
     "paths": {
         "/api/openapi.json": {"get": {
             "operationId": "openapi", "summary": "This document.",
@@ -105,6 +139,22 @@ OPENAPI: dict[str, Any] = {
                     "error_codes": {"type": "array", "items": {"type": "string"},
                                     "description": "distinct error codes of the answer (ErrorCode names)"}}}}}},
                 **_errors(400, 404)}}},
+        "/api/brokers/{broker}/metadata": {"get": {
+            "operationId": "brokerMetadata",
+            "summary": "Whether the broker answers Metadata from a frozen copy, and the epochs it answers.",
+            "parameters": [_BROKER_PATH],
+            "responses": {"200": _METADATA_STATE, **_errors(400, 404)}}},
+        "/api/brokers/{broker}/metadata/freeze": {"post": {
+            "operationId": "freezeMetadata",
+            "summary": "Stale metadata: the broker answers Metadata from its cache as it is now, "
+                       "epochs included, until thawed, while the cluster moves on.",
+            "parameters": [_BROKER_PATH],
+            "responses": {"200": _METADATA_STATE, **_errors(400, 404)}}},
+        "/api/brokers/{broker}/metadata/thaw": {"post": {
+            "operationId": "thawMetadata",
+            "summary": "The broker answers Metadata from its current cache again.",
+            "parameters": [_BROKER_PATH],
+            "responses": {"200": _METADATA_STATE, **_errors(400, 404)}}},
         "/metrics": {"get": {
             "operationId": "metrics", "summary": "Prometheus text format.",
             "responses": {"200": {"description": "the metrics",
@@ -116,7 +166,7 @@ OPENAPI: dict[str, Any] = {
 class RecordingsCollector:
     """prometheus-client collector over the brokers' recordings, read at each scrape."""
 
-    def __init__(self, source: RecordingsSource) -> None:
+    def __init__(self, source: BrokersSource) -> None:
         self.source = source
 
     def collect(self) -> Iterator[CounterMetricFamily]:
@@ -134,7 +184,8 @@ class RecordingsCollector:
                                     "Topics named in Metadata requests (KIP-526), per client.", labels=mlabels)
         every = CounterMetricFamily("refka_metadata_all_topics_requests",
                                     "Metadata requests for all topics, per client.", labels=mlabels)
-        for b in self.source():
+        for served in self.source():
+            b = served.recordings
             bid = str(b.broker_id)
             for (client_id, software, key), (n, rq, rs) in sorted(b.request_counts().items()):
                 lv = [bid, client_id, software, api_name(key)]
@@ -158,20 +209,38 @@ class _Refused(Exception):
         self.message = message
 
 
-def _brokers(request: web.Request, source: RecordingsSource) -> list[BrokerRecordings]:
-    brokers = source()
-    raw = request.query.get("broker")
-    if raw is None:
-        return brokers
+def _broker(raw: str, brokers: list[ServedBroker]) -> ServedBroker:
     try:
         wanted = int(raw)
     except ValueError:
         raise _Refused(400, f"broker must be a broker id (an integer), got {raw!r}") from None
-    chosen = [b for b in brokers if b.broker_id == wanted]
-    if not chosen:
-        served = ", ".join(str(b.broker_id) for b in brokers) or "none"
-        raise _Refused(404, f"broker {wanted} is not served by this process (served: {served})")
-    return chosen
+    for b in brokers:
+        if b.node_id == wanted:
+            return b
+    served = ", ".join(str(b.node_id) for b in brokers) or "none"
+    raise _Refused(404, f"broker {wanted} is not served by this process (served: {served})")
+
+
+def _recordings(request: web.Request, source: BrokersSource) -> list[BrokerRecordings]:
+    brokers = source()
+    raw = request.query.get("broker")
+    if raw is None:
+        return [b.recordings for b in brokers]
+    return [_broker(raw, brokers).recordings]
+
+
+def metadata_state(b: ServedBroker) -> dict[str, Any]:
+    """The GET /api/brokers/{broker}/metadata answer."""
+    cache = b.metadata
+
+    def epochs(view: Any) -> dict[str, int]:
+        return {"controller_id": view.controller_id, "controller_epoch": view.controller_epoch,
+                "controller_metadata_epoch": view.controller_metadata_epoch, "topics": len(view.topics)}
+
+    frozen = cache.frozen
+    return {"broker": b.node_id, "frozen": frozen is not None,
+            "frozen_at_ms": frozen.frozen_at_ms if frozen is not None else None,
+            "answering": epochs(cache.answering()), "current": epochs(cache)}
 
 
 def _limit(request: web.Request) -> int | None:
@@ -204,7 +273,7 @@ async def _json_errors(request: web.Request, handler: Callable[[web.Request], An
         return resp
 
 
-def make_app(source: RecordingsSource) -> web.Application:
+def make_app(source: BrokersSource) -> web.Application:
     """The admin app over the brokers ``source()`` returns (this process's)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(RecordingsCollector(source))
@@ -214,18 +283,31 @@ def make_app(source: RecordingsSource) -> web.Application:
 
     async def connections(request: web.Request) -> web.Response:
         out: list[dict[str, Any]] = []
-        for b in _brokers(request, source):
+        for b in _recordings(request, source):
             out.extend(r.describe() for r in sorted(b.open, key=lambda r: r.opened_ms))
         return web.json_response({"connections": out})
 
     async def recordings(request: web.Request) -> web.Response:
-        brokers = _brokers(request, source)
+        brokers = _recordings(request, source)
         limit = _limit(request)
         rows = list(recording.entries(brokers, request.query.get("client_id")))
         if limit is not None:
             rows = rows[-limit:]
         body = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
         return web.Response(text=body, content_type=NDJSON)
+
+    async def broker_metadata(request: web.Request) -> web.Response:
+        return web.json_response(metadata_state(_broker(request.match_info["broker"], source())))
+
+    async def freeze_metadata(request: web.Request) -> web.Response:
+        b = _broker(request.match_info["broker"], source())
+        b.metadata.freeze(time.time() * 1000)
+        return web.json_response(metadata_state(b))
+
+    async def thaw_metadata(request: web.Request) -> web.Response:
+        b = _broker(request.match_info["broker"], source())
+        b.metadata.thaw()
+        return web.json_response(metadata_state(b))
 
     async def metrics(request: web.Request) -> web.Response:
         resp = web.Response(body=generate_latest(registry))
@@ -237,11 +319,14 @@ def make_app(source: RecordingsSource) -> web.Application:
     app.router.add_get("/api/openapi.json", openapi, allow_head=False)
     app.router.add_get("/api/connections", connections, allow_head=False)
     app.router.add_get("/api/recordings", recordings, allow_head=False)
+    app.router.add_get("/api/brokers/{broker}/metadata", broker_metadata, allow_head=False)
+    app.router.add_post("/api/brokers/{broker}/metadata/freeze", freeze_metadata)
+    app.router.add_post("/api/brokers/{broker}/metadata/thaw", thaw_metadata)
     app.router.add_get("/metrics", metrics, allow_head=False)
     return app
 
 
-async def start(source: RecordingsSource, host: str, port: int) -> web.AppRunner:
+async def start(source: BrokersSource, host: str, port: int) -> web.AppRunner:
     """Serves the admin app on host:port until the runner's ``cleanup()``."""
     runner = web.AppRunner(make_app(source), access_log=None)
     await runner.setup()

@@ -28,6 +28,16 @@ extensions) in ``encoded_topics``, dropped when the topic changes and all of it
 when the set of live brokers changes (a partition's leader is answered only if
 live). A ``TopicMeta`` is never changed once put: UpdateMetadata puts a new one,
 so a list of them is a snapshot an answer can be built from over several turns.
+
+Stale metadata for labs (KIP-232, issue 12): ``freeze()`` keeps a copy of what
+Metadata answers from (``FrozenMetadata``: brokers, topics, controller epochs) and
+Metadata answers from it (``answering()``) until ``thaw()``, while everything
+else here follows the controller as before: Produce and Fetch are checked
+against the cluster as it is, so a client that believes the frozen answer meets
+NOT_LEADER_OR_FOLLOWER or FENCED_LEADER_EPOCH, as with a broker whose
+UpdateMetadata lags. The copy costs one dict copy of the topics (TopicMeta are
+never changed once put, and ``brokers`` is replaced, never changed, by
+``set_brokers``).
 """
 
 from __future__ import annotations
@@ -77,6 +87,28 @@ class TopicMeta:
     is_internal: bool = False
 
 
+@dataclass(frozen=True, slots=True)
+class FrozenMetadata:
+    """What Metadata answered from when the cache was frozen; the same names as the
+    cache's, so Metadata's handler reads either (``MetadataCache.answering``)."""
+
+    cluster_id: str | None
+    brokers: dict[int, BrokerMeta]
+    topics: dict[str, TopicMeta]
+    topics_by_id: dict[bytes, TopicMeta]
+    controller_id: int
+    controller_epoch: int
+    controller_metadata_epoch: int
+    max_partition_epoch: int
+    frozen_at_ms: float
+
+    def topic(self, name: str) -> TopicMeta | None:
+        return self.topics.get(name)
+
+    def topic_by_id(self, topic_id: bytes) -> TopicMeta | None:
+        return self.topics_by_id.get(topic_id)
+
+
 class MetadataCache:
     def __init__(self, cluster_id: str | None = None) -> None:
         self.cluster_id = cluster_id
@@ -95,6 +127,26 @@ class MetadataCache:
         self.replicas_per_broker: Counter[int] = Counter()
         # (Metadata version, extensions) -> topic name -> (the TopicMeta, its encoded answer).
         self.encoded_topics: dict[tuple[int, bool], dict[str, tuple[TopicMeta, Any]]] = {}
+        self.frozen: FrozenMetadata | None = None  # freeze() (module docstring)
+
+    def freeze(self, now_ms: float) -> FrozenMetadata:
+        """Metadata answers from the cache as it is now until ``thaw``; already frozen: the
+        copy taken then stays."""
+        if self.frozen is None:
+            self.frozen = FrozenMetadata(
+                cluster_id=self.cluster_id, brokers=self.brokers, topics=dict(self.topics),
+                topics_by_id=dict(self.topics_by_id), controller_id=self.controller_id,
+                controller_epoch=self.controller_epoch,
+                controller_metadata_epoch=self.controller_metadata_epoch,
+                max_partition_epoch=self.max_partition_epoch, frozen_at_ms=now_ms)
+        return self.frozen
+
+    def thaw(self) -> None:
+        self.frozen = None
+
+    def answering(self) -> MetadataCache | FrozenMetadata:
+        """What Metadata answers from: the frozen copy while there is one, else the cache."""
+        return self.frozen if self.frozen is not None else self
 
     def set_brokers(self, brokers: dict[int, BrokerMeta]) -> None:
         """UpdateMetadata's live brokers; encoded answers name leaders only if live."""

@@ -15,7 +15,7 @@ import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from refka.common import Endpoint
 
@@ -23,8 +23,11 @@ from .broker import Broker
 from .config import BrokerConfig
 from .controller_side import ControllerSide, open_store
 from .logging import configure, get_logger
-from .recording import BrokerRecordings, RecordFile
+from .recording import RecordFile
 from .registry import HANDLERS, served_versions
+
+if TYPE_CHECKING:
+    from .admin_http import ServedBroker
 
 log = get_logger("refka.server")
 
@@ -124,9 +127,11 @@ class Cluster:
                                    max_retries=1 if others and others <= ours_left else None)
             stopped.add(b.node_id)
 
-    def recordings(self) -> list[BrokerRecordings]:
-        """The request recordings of this process's brokers (the admin API reads these)."""
-        return [b.recordings for b in self.brokers]
+    def served(self) -> list[ServedBroker]:
+        """This process's brokers as the admin API sees them."""
+        from .admin_http import ServedBroker  # aiohttp only with --admin-port
+
+        return [ServedBroker(b.node_id, b.recordings, b.metadata) for b in self.brokers]
 
     @property
     def bootstrap(self) -> str:
@@ -198,7 +203,7 @@ async def _serve(configs: list[BrokerConfig], memory: bool, data_dir: Path, zk: 
         from . import admin_http  # aiohttp and prometheus-client only when asked for
 
         try:
-            admin = await admin_http.start(cluster.recordings, args.admin_host, args.admin_port)
+            admin = await admin_http.start(cluster.served, args.admin_host, args.admin_port)
         except OSError as e:
             log.error("admin_start_failed", host=args.admin_host, port=args.admin_port, error=str(e))
             await cluster.stop()

@@ -3,6 +3,7 @@ exactly what the API offers, nothing more.
 
     refka admin --url http://127.0.0.1:8080 connections [--broker N] [--json]
     refka admin recordings [--client-id X] [--broker N] [--limit K] [--json] --url http://127.0.0.1:8080
+    refka admin stale-metadata --broker N [--freeze | --thaw] [--json]
 
 ``--url`` may come before or after the subcommand; without it ``REFKA_ADMIN_URL``,
 else http://127.0.0.1:8080. A table by default, the API's JSON with ``--json``
@@ -46,17 +47,28 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--client-id", default=None, help="only this client id's requests")
     r.add_argument("--limit", type=int, default=None, help="only the newest LIMIT requests")
     for q in (c, r):
-        _url_arg(q, argparse.SUPPRESS)  # after the subcommand too; the one given wins
         q.add_argument("--broker", type=int, default=None, help="only this broker's")
+    m = asub.add_parser(
+        "stale-metadata", help="freeze or thaw what a broker answers to Metadata (stale-metadata mode)",
+        description="With --freeze broker N answers Metadata from its cache as it is now (epochs "
+                    "included) until --thaw, while the cluster moves on; without either, the state. "
+                    "example: refka admin stale-metadata --broker 1 --freeze")
+    m.add_argument("--broker", type=int, required=True, help="the broker (one this process serves)")
+    how = m.add_mutually_exclusive_group()
+    how.add_argument("--freeze", action="store_true", help="answer Metadata as it is now from now on")
+    how.add_argument("--thaw", action="store_true", help="answer Metadata from the current cache again")
+    for q in (c, r, m):
+        _url_arg(q, argparse.SUPPRESS)  # after the subcommand too; the one given wins
         q.add_argument("--json", action="store_true", help="the API's JSON instead of a table")
 
 
-def _get(base: str, path: str, query: dict[str, Any]) -> tuple[str, str]:
-    """GET base+path?query; the body and content type, or AdminError with the API's message."""
+def _get(base: str, path: str, query: dict[str, Any], method: str = "GET") -> tuple[str, str]:
+    """GET (or ``method``) base+path?query; the body and content type, or AdminError with the
+    API's message."""
     q = urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
     url = base.rstrip("/") + path + ("?" + q if q else "")
     try:
-        with urllib.request.urlopen(url, timeout=30) as resp:
+        with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=30) as resp:
             return resp.read().decode(), resp.headers.get_content_type()
     except urllib.error.HTTPError as e:
         body = e.read().decode(errors="replace")
@@ -100,10 +112,31 @@ def recordings_table(entries: list[dict[str, Any]]) -> str:
     return table(["TIME", "BROKER", "CLIENT_ID", "API", "CORR", "TOPICS", "REQ_B", "RESP_B", "MS", "ERRORS"], rows)
 
 
+def metadata_state_table(state: dict[str, Any]) -> str:
+    def row(name: str, e: dict[str, Any]) -> list[Any]:
+        return [state["broker"], name, e["controller_id"], e["controller_epoch"], e["controller_metadata_epoch"],
+                e["topics"]]
+
+    frozen = state["frozen_at_ms"]
+    since = "" if frozen is None else time.strftime(" since %H:%M:%S", time.localtime(frozen / 1000))
+    head = f"broker {state['broker']}: Metadata {'FROZEN' + since if state['frozen'] else 'current'}"
+    return head + "\n" + table(
+        ["BROKER", "VIEW", "CONTROLLER", "CONTROLLER_EPOCH", "METADATA_EPOCH", "TOPICS"],
+        [row("answering", state["answering"]), row("current", state["current"])])
+
+
 def run(args: argparse.Namespace) -> int:
     base = args.url or os.environ.get("REFKA_ADMIN_URL") or DEFAULT_URL
     try:
-        if args.action == "connections":
+        if args.action == "stale-metadata":
+            path = f"/api/brokers/{args.broker}/metadata"
+            if args.freeze or args.thaw:
+                body, _ = _get(base, path + ("/freeze" if args.freeze else "/thaw"), {}, method="POST")
+            else:
+                body, _ = _get(base, path, {})
+            state = json.loads(body)
+            print(json.dumps(state, indent=2) if args.json else metadata_state_table(state))
+        elif args.action == "connections":
             body, _ = _get(base, "/api/connections", {"broker": args.broker})
             conns = json.loads(body)["connections"]
             print(json.dumps(conns, indent=2) if args.json else connections_table(conns))

@@ -7,7 +7,10 @@ opened when first needed, and Metadata asked for the topics in use.
 - ``refresh(topics)`` asks Metadata (the highest common version, without
   auto-creation unless the client allows it) for exactly ``topics`` from any broker
   it knows, the bootstrap servers last, and feeds the answer to the cache
-  (``ClusterMetadata``). An answer the cache finds older than itself (KIP-232) is
+  (``ClusterMetadata``). Each refresh starts one broker further along the known
+  ones (Java's leastLoadedNode spreads them too): a broker whose answer is no
+  older than the cache but still wrong, one whose metadata froze before the
+  client's last answer, cannot be the only one asked, refresh after refresh. An answer the cache finds older than itself (KIP-232) is
   discarded and the next broker asked; when every broker that answered was behind,
   ``refresh`` returns False and the caller asks again after its back-off. Which
   topics to name is the caller's (KIP-526: ``working_set.py``).
@@ -48,6 +51,7 @@ class ClusterClient:
         self._conns: dict[int, BrokerConnection] = {}
         self._connecting: dict[int, asyncio.Task[BrokerConnection]] = {}
         self.metadata_requests = 0  # asked (tests read it)
+        self._refresh_turn = 0  # which known broker a refresh asks first
 
     async def _open(self, host: str, port: int) -> BrokerConnection:
         conn = BrokerConnection(host, port, self.client_id, request_timeout=self.request_timeout)
@@ -84,7 +88,12 @@ class ClusterClient:
                 allow_auto_topic_creation=self.allow_auto_topic_creation, refka_extensions=True)
         last: Exception | None = None
         answered = False
-        for node_id in list(self.metadata.brokers):
+        ids = list(self.metadata.brokers)
+        if ids:
+            first = self._refresh_turn % len(ids)
+            self._refresh_turn += 1
+            ids = ids[first:] + ids[:first]
+        for node_id in ids:
             try:
                 conn = await self.connection(node_id)
                 resp = await conn.request(Metadata, req)

@@ -10,7 +10,8 @@ import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
-from refka.broker.admin_http import NDJSON, OPENAPI, make_app
+from refka.broker.admin_http import NDJSON, OPENAPI, ServedBroker, make_app
+from refka.broker.metadata_cache import MetadataCache, PartitionMeta, TopicMeta
 from refka.broker.recording import ALL_TOPICS, BrokerRecordings
 from refka.protocol.messages.metadata import Metadata
 from refka.protocol.messages.produce import Produce
@@ -34,10 +35,22 @@ def known_traffic() -> list[BrokerRecordings]:
     return [b0, b1]
 
 
+def served() -> list[ServedBroker]:
+    """known_traffic's brokers, each with a metadata cache of one topic from controller 0."""
+    out = []
+    for rec in known_traffic():
+        cache = MetadataCache("c")
+        cache.controller_id, cache.controller_epoch, cache.controller_metadata_epoch = 0, 3, 7
+        cache.put_topic(TopicMeta("a", b"\x01" * 16, {0: PartitionMeta(0, 0, 1, [0], [0])}))
+        out.append(ServedBroker(rec.broker_id, rec, cache))
+    return out
+
+
 @pytest.fixture
 async def client():
-    brokers = known_traffic()
+    brokers = served()
     async with TestClient(TestServer(make_app(lambda: brokers))) as c:
+        c.served = brokers
         yield c
 
 
@@ -90,12 +103,39 @@ async def test_recordings_are_json_lines_newest_last_with_closed_connections(cli
     ("/api/connections", {"broker": "9"}, 404),
     ("/api/connections", {"broker": "1.5"}, 400),
     ("/api/nothing-here", {}, 404),
+    ("/api/brokers/9/metadata", {}, 404),
+    ("/api/brokers/x/metadata", {}, 400),
 ])
 async def test_bad_input_is_a_4xx_with_a_json_error(client, path, params, status):
     resp = await client.get(path, params=params)
     assert resp.status == status
     body = await resp.json()
     assert set(body) == {"error"} and body["error"]
+
+
+async def test_freeze_keeps_what_metadata_answers_until_thaw_and_the_state_says_so(client):
+    state = await (await client.get("/api/brokers/1/metadata")).json()
+    assert state["frozen"] is False and state["frozen_at_ms"] is None
+    assert state["answering"] == state["current"] == {
+        "controller_id": 0, "controller_epoch": 3, "controller_metadata_epoch": 7, "topics": 1}
+    resp = await client.post("/api/brokers/1/metadata/freeze")
+    assert resp.status == 200
+    frozen = await resp.json()
+    assert frozen["frozen"] is True and frozen["frozen_at_ms"] > 0
+    cache = next(b.metadata for b in client.served if b.node_id == 1)
+    cache.controller_id, cache.controller_epoch, cache.controller_metadata_epoch = 2, 4, 1  # the cluster moves on
+    cache.remove_topic("a")
+    again = await (await client.post("/api/brokers/1/metadata/freeze")).json()
+    assert again["frozen_at_ms"] == frozen["frozen_at_ms"]  # the first copy stays
+    assert again["answering"]["controller_epoch"] == 3 and again["answering"]["topics"] == 1
+    assert again["current"] == {"controller_id": 2, "controller_epoch": 4, "controller_metadata_epoch": 1,
+                                "topics": 0}
+    other = await (await client.get("/api/brokers/0/metadata")).json()
+    assert other["frozen"] is False  # only broker 1
+    thawed = await (await client.post("/api/brokers/1/metadata/thaw")).json()
+    assert thawed["frozen"] is False and thawed["answering"] == thawed["current"]
+    missing = await client.post("/api/brokers/5/metadata/freeze")
+    assert missing.status == 404 and "served: 0, 1" in (await missing.json())["error"]
 
 
 async def test_a_wrong_method_is_a_405_with_a_json_error_and_the_allowed_methods(client):

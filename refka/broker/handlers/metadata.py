@@ -21,6 +21,9 @@ Behavior:
   only to a request with refka_extensions (refka.protocol.extensions may say
   always or never): a stock client gets the fields Kafka 3.9 sends and no
   others (protocol/extensions.py says why).
+- Stale metadata (metadata_cache.py, for labs): while the broker's cache is
+  frozen, answers come from its frozen copy (brokers, topics, controller
+  epochs), the encoded topics kept as usual for the topics still current.
 - KIP-526: each request's named topics are recorded per client (broker.stats) and in
   the connection's recording (ctx.topics, recording.py).
   An answer costs what it lists, not what the cluster holds: a named topic is
@@ -164,24 +167,25 @@ def handle_metadata(ctx, req):
     if v < 12 and _asks_by_id(req):
         return _invalid_request(req)
     listener = ctx.conn.listener
+    view = cache.answering()  # the cache, or its frozen copy (stale-metadata mode)
     brokers = []
-    for b in cache.brokers.values():
+    for b in view.brokers.values():
         ep = b.endpoint(listener)
         if ep is not None:
             brokers.append(RBroker(node_id=b.node_id, host=ep[0], port=ep[1], rack=b.rack))
-    live = cache.brokers
+    live = view.brokers
     ext = answers_extensions(broker.config["refka.protocol.extensions"], req.refka_extensions)
     resp = Resp(
         brokers=brokers,
-        cluster_id=cache.cluster_id,
-        controller_id=cache.controller_id,
+        cluster_id=view.cluster_id,
+        controller_id=view.controller_id,
         controller_epochs=REpochs(
-            controller_epoch=cache.controller_epoch,
-            controller_metadata_epoch=cache.controller_metadata_epoch,
+            controller_epoch=view.controller_epoch,
+            controller_metadata_epoch=view.controller_metadata_epoch,
         )
-        if ext and cache.controller_epoch >= 0
+        if ext and view.controller_epoch >= 0
         else None,
-        max_partition_epoch=cache.max_partition_epoch if ext else -1,
+        max_partition_epoch=view.max_partition_epoch if ext else -1,
     )
 
     by_name = _encoded_form(cache, v, ext)
@@ -189,7 +193,7 @@ def handle_metadata(ctx, req):
     if requested is None or (v == 0 and not requested):
         broker.stats.metadata_request(ctx.client_id, None)
         ctx.topics = ALL_TOPICS
-        snapshot = list(cache.topics.values())
+        snapshot = list(view.topics.values())
         if len(snapshot) <= _CHECK_EVERY:
             codes: set[int] = set()
             chunks = [_encoded_topic(cache, by_name, t, v, ext, live, codes) for t in snapshot]
@@ -204,7 +208,7 @@ def handle_metadata(ctx, req):
     for rt in requested:
         name = rt.name
         if name is None:
-            t = cache.topic_by_id(rt.topic_id)
+            t = view.topic_by_id(rt.topic_id)
             if t is None:
                 parts.append(_encoded(RTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
                                              topic_id=rt.topic_id), v, codes))
@@ -213,7 +217,7 @@ def handle_metadata(ctx, req):
             parts.append(_encoded_topic(cache, by_name, t, v, ext, live, codes))
             continue
         names.append(name)
-        t = cache.topic(name)
+        t = view.topic(name)
         if t is not None:
             parts.append(_encoded_topic(cache, by_name, t, v, ext, live, codes))
             continue
@@ -224,7 +228,8 @@ def handle_metadata(ctx, req):
                                          topic_id=ZERO_UUID), v, codes))
             continue
         if allow_create and not name.startswith("__"):
-            broker.spawn(broker.auto_create_topic(name))
+            if cache.topic(name) is None:  # frozen: the cluster may have it already
+                broker.spawn(broker.auto_create_topic(name))
             err = LEADER_NOT_AVAILABLE
         else:
             err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

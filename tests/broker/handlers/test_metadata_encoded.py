@@ -209,3 +209,29 @@ def test_encoded_topics_are_kept_for_the_forms_asked_most_recently_only():
     assert list(cache.encoded_topics) == [(10, False), (9, False), (12, False), (8, False)]
     assert answer(cache, named("t1"), 11) == reference(cache, named("t1"), 11, False)
     assert len(cache.encoded_topics) == handler.MAX_ENCODED_FORMS
+
+
+@pytest.mark.parametrize("v", [1, 9, 12])
+def test_a_frozen_cache_answers_as_it_was_until_thawed(v, monkeypatch):
+    """Stale-metadata mode: after freeze() Metadata answers the topics, brokers and controller
+    epochs of the moment it froze, byte for byte, while the cache follows UpdateMetadata."""
+    monkeypatch.setattr(handler, "SLICE_SECONDS", 0.0)
+    cache = make_cache(100)
+    req_all, req_some = all_topics(v, True), named("t7", "t8", "t9", "new", ext=True)
+    before = {id(r): reference(cache, r, v, v >= 9) for r in (req_all, req_some)}
+    answer(cache, req_some, v)  # t7..t9 kept encoded
+    cache.freeze(now_ms=1.0)
+    # the cluster moves on: a leader move, a deletion, a creation, a new controller, a broker leaves
+    cache.put_topic(topic("t7", 4, leader=2, epoch=5, n=7))
+    cache.remove_topic("t8")
+    cache.put_topic(topic("new", 2, n=1000))
+    cache.controller_id, cache.controller_epoch, cache.controller_metadata_epoch = 2, 5, 1
+    cache.set_brokers({2: cache.brokers[2]})
+    cache.freeze(now_ms=2.0)  # frozen already: the first copy stays
+    assert cache.frozen is not None and cache.frozen.frozen_at_ms == 1.0
+    for req in (req_all, req_some):
+        assert answer(cache, req, v) == before[id(req)]
+    cache.thaw()
+    for req in (req_all, req_some):
+        now = answer(cache, req, v)
+        assert now == reference(cache, req, v, v >= 9) != before[id(req)]
