@@ -39,7 +39,9 @@ def test_every_operation_answers_as_its_document_says(admin_schema):
     # strategies are driven by hand, one operation after another.
     operations = [result.ok() for result in admin_schema.get_all_operations()]
     # schemathesis leaves out the document's own path (loading it is its test)
-    assert {op.path for op in operations} == {"/api/connections", "/api/recordings", "/metrics"}
+    assert {op.path for op in operations} == {
+        "/api/connections", "/api/recordings", "/metrics", "/api/brokers/{broker}/metadata",
+        "/api/brokers/{broker}/metadata/freeze", "/api/brokers/{broker}/metadata/thaw"}
     for op in operations:
         @given(case=op.as_strategy())
         @settings(max_examples=40, deadline=None)
