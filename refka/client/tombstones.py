@@ -177,6 +177,8 @@ class SplitTombstones:
                 [topic], [_CLEANUP_POLICY, _ORDERED_DELIVERY]))
             configs = queries.topic_configs(resp).get(topic) if resp is not None else None
             if configs is None:
+                if resp is None:  # the broker did not answer: it may be gone, the metadata may say who leads now
+                    self._on_metadata_wanted()
                 return
             state.eligible = compacted(configs) and ordered_delivery(configs)
             state.eligible_until = now + self.recheck_after
@@ -187,6 +189,8 @@ class SplitTombstones:
         wanted = sorted(state.pending)
         resp = await queries.send(self.cluster, node, PartitionLeaderEpochsForPartitions,
                                   queries.leader_epochs_request({topic: wanted}))
+        if resp is None:
+            self._on_metadata_wanted()
         after = queries.leader_epoch_maps(resp)[0] if resp is not None else {}
         blockers: dict[int, tuple[TopicPartition, int]] = {}  # P1 -> (P2, P2's epoch before the expansion)
         for p1 in wanted:

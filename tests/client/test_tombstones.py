@@ -196,3 +196,27 @@ async def test_an_unanswered_question_is_asked_again_for_the_next_record():
     t.on_record(T, COUNTS, 2, b"k2", 2)
     await settled(t)
     assert cluster.produced == [(T, 0, b"k1", None, 0), (T, 0, b"k2", None, 0)]
+
+
+async def test_a_leader_that_does_not_answer_asks_for_metadata_and_the_question_is_asked_again():
+    """A dead leader (its connection refused): the metadata is asked for, since another broker
+    may lead now, instead of asking the same broker again at each back-off."""
+    from refka.client.connection import BrokerConnectionError
+
+    cluster = FakeCluster()
+    wanted = []
+    t = SplitTombstones(cluster, compression=Compression.NONE, request_timeout_ms=1000,  # type: ignore[arg-type]
+                        retry_backoff=0.0, recheck_after=300.0, on_metadata_wanted=lambda: wanted.append(1))
+    answer = cluster.on_DescribeConfigs
+
+    def refused(req: Any, expect: bool) -> Any:
+        raise BrokerConnectionError("cannot connect")
+
+    cluster.on_DescribeConfigs = refused  # type: ignore[method-assign]
+    t.on_record(T, COUNTS, 2, b"k1", 1)
+    await settled(t)
+    assert wanted and cluster.produced == []
+    cluster.on_DescribeConfigs = answer  # type: ignore[method-assign]
+    t.on_record(T, COUNTS, 2, b"k2", 2)
+    await settled(t)
+    assert cluster.produced == [(T, 0, b"k1", None, 0), (T, 0, b"k2", None, 0)]
