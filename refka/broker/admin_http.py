@@ -11,6 +11,15 @@ Endpoints (described by the OpenAPI 3 document the app serves itself, ``OPENAPI`
 - ``GET /api/recordings[?broker=N][&client_id=X][&limit=K]``: the recorded
   requests of open and recently closed connections as JSON lines
   (``application/x-ndjson``), newest last; ``limit`` keeps the newest K.
+- ``GET /api/cluster[?broker=N]``: brokers (racks, endpoints), the controller and
+  its epochs, as broker N (default: the lowest id served here) knows them.
+- ``GET /api/topics[?broker=N]``, ``GET /api/topics/{topic}[?broker=N]``: topics,
+  and one topic's partitions (leader, epochs, replicas, ISR, KIP-253 counts and
+  maps, marked for deletion, log start/end offset and high watermark from a
+  replica hosted here); admin_views.py builds them.
+- ``GET /api/groups``, ``GET /api/groups/{group}``: the groups this process's
+  brokers coordinate; one group's state, members, assignments, committed
+  offsets and lag.
 - ``GET /api/brokers/{broker}/metadata``: whether the broker's Metadata answers
   are frozen (stale-metadata mode, metadata_cache.py), with the controller
   epochs it answers and the ones it has.
@@ -41,18 +50,25 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily
 
-from . import recording
+from refka.protocol import ErrorCode
+
+from . import admin_views, recording
+from .admin_views import PartitionLookup
 from .metadata_cache import MetadataCache
 from .recording import BrokerRecordings, api_name
 
 
 @dataclass(frozen=True, slots=True)
 class ServedBroker:
-    """What the admin app sees of one broker of this process."""
+    """What the admin app sees of one broker of this process: its recordings, its metadata
+    cache, its hosted partitions (``partitions(topic, index)``) and its group coordinator
+    (``list_groups``, ``describe_group``, ``fetch_offsets``); None where a test has none."""
 
     node_id: int
     recordings: BrokerRecordings
     metadata: MetadataCache
+    partitions: PartitionLookup | None = None
+    groups: Any = None
 
 
 BrokersSource = Callable[[], list[ServedBroker]]
@@ -76,6 +92,32 @@ _METADATA_STATE = {"description": "the broker's Metadata serving state", "conten
             "controller_metadata_epoch": {"type": "integer"}, "topics": {"type": "integer"}}}
            for k, d in (("answering", "what Metadata answers (the frozen copy while frozen)"),
                         ("current", "what the broker's cache has from the controller"))}}}}}}
+_OBJECT = {"type": "object"}
+_VIEW_PARAM = {"name": "broker", "in": "query", "required": False, "schema": {"type": "integer"},
+               "description": "whose view (a broker id served by this process; default the lowest)"}
+
+
+def _json_ok(description: str, schema: dict[str, Any]) -> dict[str, Any]:
+    return {"description": description, "content": {"application/json": {"schema": schema}}}
+
+
+_TOPIC_SUMMARY: dict[str, Any] = {"type": "object", "required": ["name", "partitions"], "properties": {
+    "name": {"type": "string"}, "topic_id": {"type": ["string", "null"]}, "topic_epoch": {"type": "integer"},
+    "internal": {"type": "boolean"}, "initial_partition_count": {"type": "integer"},
+    "undeleted_partition_count": {"type": "integer"}}}
+_NULLABLE_INT = {"type": ["integer", "null"]}
+_PARTITION = {"type": "object", "required": ["partition", "leader", "replicas", "isr"], "properties": {
+    "partition": {"type": "integer"}, "leader": {"type": "integer"}, "leader_epoch": {"type": "integer"},
+    "partition_epoch": {"type": "integer"},
+    "replicas": {"type": "array", "items": {"type": "integer"}},
+    "isr": {"type": "array", "items": {"type": "integer"}},
+    "offline_replicas": {"type": "array", "items": {"type": "integer"}},
+    "marked_for_deletion": {"type": "boolean"},
+    "leader_epoch_after_creation": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}},
+                                    "description": "KIP-253: [partition, leader epoch] pairs"},
+    "leader_epoch_before_deletion": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}},
+    "log_start_offset": _NULLABLE_INT, "log_end_offset": _NULLABLE_INT, "high_watermark": _NULLABLE_INT,
+    "offsets_from": {"type": ["integer", "null"], "description": "the broker the offsets are from"}}}
 _IDENTITY = {
     "broker": {"type": "integer"},
     "listener": {"type": "string"},
@@ -139,6 +181,57 @@ OPENAPI: dict[str, Any] = {
                     "error_codes": {"type": "array", "items": {"type": "string"},
                                     "description": "distinct error codes of the answer (ErrorCode names)"}}}}}},
                 **_errors(400, 404)}}},
+        "/api/cluster": {"get": {
+            "operationId": "cluster", "summary": "Brokers, racks, endpoints, the controller and its epochs.",
+            "parameters": [_VIEW_PARAM],
+            "responses": {"200": _json_ok("the cluster", {
+                "type": "object", "required": ["brokers", "controller"], "properties": {
+                    "cluster_id": {"type": ["string", "null"]}, "view_of_broker": {"type": "integer"},
+                    "controller": {"type": "object", "properties": {
+                        "id": {"type": "integer"}, "epoch": {"type": "integer"},
+                        "metadata_epoch": {"type": "integer"}}},
+                    "brokers": {"type": "array", "items": {"type": "object", "properties": {
+                        "id": {"type": "integer"}, "rack": {"type": ["string", "null"]},
+                        "served_here": {"type": "boolean"},
+                        "endpoints": {"type": "object", "additionalProperties": {"type": "string"}}}}},
+                    "topics": {"type": "integer"}, "partitions": {"type": "integer"}}}),
+                **_errors(400, 404)}}},
+        "/api/topics": {"get": {
+            "operationId": "topics", "summary": "Every topic the broker knows, with its counts and epochs.",
+            "parameters": [_VIEW_PARAM],
+            "responses": {"200": _json_ok("the topics", {
+                "type": "object", "required": ["topics"],
+                "properties": {"topics": {"type": "array", "items": _TOPIC_SUMMARY}}}), **_errors(400, 404)}}},
+        "/api/topics/{topic}": {"get": {
+            "operationId": "topic", "summary": "One topic and each of its partitions.",
+            "parameters": [{"name": "topic", "in": "path", "required": True, "schema": {"type": "string"}},
+                           _VIEW_PARAM],
+            "responses": {"200": _json_ok("the topic", {**_TOPIC_SUMMARY, "properties": {
+                **_TOPIC_SUMMARY["properties"], "partitions": {"type": "array", "items": _PARTITION}}}),
+                **_errors(400, 404)}}},
+        "/api/groups": {"get": {
+            "operationId": "groups", "summary": "The groups the brokers of this process coordinate.",
+            "responses": {"200": _json_ok("the groups", {
+                "type": "object", "required": ["groups"], "properties": {
+                    "groups": {"type": "array", "items": {"type": "object", "properties": {
+                        "group_id": {"type": "string"}, "protocol_type": {"type": "string"},
+                        "state": {"type": "string"}, "coordinator": {"type": "integer"}}}},
+                    "loading": {"type": "array", "items": {"type": "integer"},
+                                "description": "brokers still loading some of their groups"}}})}}},
+        "/api/groups/{group}": {"get": {
+            "operationId": "group", "summary": "One group: state, members, assignments, committed offsets, lag.",
+            "parameters": [{"name": "group", "in": "path", "required": True, "schema": {"type": "string"}}],
+            "responses": {"200": _json_ok("the group", {
+                "type": "object", "required": ["group_id", "state", "members", "offsets"], "properties": {
+                    "group_id": {"type": "string"}, "coordinator": {"type": "integer"},
+                    "state": {"type": "string"}, "protocol_type": {"type": "string"},
+                    "protocol": {"type": "string"}, "lag": {"type": "integer"},
+                    "members": {"type": "array", "items": _OBJECT},
+                    "offsets": {"type": "array", "items": {"type": "object", "properties": {
+                        "topic": {"type": "string"}, "partition": {"type": "integer"},
+                        "current_offset": {"type": "integer"}, "log_end_offset": _NULLABLE_INT,
+                        "lag": _NULLABLE_INT}}}}}),
+                **_errors(404, 503)}}},
         "/api/brokers/{broker}/metadata": {"get": {
             "operationId": "brokerMetadata",
             "summary": "Whether the broker answers Metadata from a frozen copy, and the epochs it answers.",
@@ -296,6 +389,66 @@ def make_app(source: BrokersSource) -> web.Application:
         body = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
         return web.Response(text=body, content_type=NDJSON)
 
+    def view_broker(request: web.Request) -> tuple[ServedBroker, list[ServedBroker]]:
+        brokers = source()
+        raw = request.query.get("broker")
+        if raw is not None:
+            return _broker(raw, brokers), brokers
+        if not brokers:
+            raise _Refused(404, "this process serves no broker right now")
+        return min(brokers, key=lambda b: b.node_id), brokers
+
+    def lookups(brokers: list[ServedBroker]) -> dict[int, PartitionLookup]:
+        return {b.node_id: b.partitions for b in brokers if b.partitions is not None}
+
+    async def cluster(request: web.Request) -> web.Response:
+        b, brokers = view_broker(request)
+        return web.json_response(admin_views.cluster_view(b.node_id, b.metadata, (x.node_id for x in brokers)))
+
+    async def topics(request: web.Request) -> web.Response:
+        b, _ = view_broker(request)
+        return web.json_response({"topics": admin_views.topics_view(b.metadata)})
+
+    async def topic(request: web.Request) -> web.Response:
+        b, brokers = view_broker(request)
+        name = request.match_info["topic"]
+        view = admin_views.topic_view(b.metadata, name, lookups(brokers))
+        if view is None:
+            raise _Refused(404, f"broker {b.node_id} does not know topic {name!r}")
+        return web.json_response(view)
+
+    async def groups(request: web.Request) -> web.Response:
+        out: list[dict[str, Any]] = []
+        loading: list[int] = []
+        for b in source():
+            if b.groups is None:
+                continue
+            err, listed = b.groups.list_groups()
+            if err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                loading.append(b.node_id)
+            out.extend({"group_id": g, "protocol_type": ptype, "state": state, "coordinator": b.node_id}
+                       for g, ptype, state in listed)
+        return web.json_response({"groups": sorted(out, key=lambda g: g["group_id"]), "loading": loading})
+
+    async def group(request: web.Request) -> web.Response:
+        group_id = request.match_info["group"]
+        brokers = source()
+        for b in brokers:
+            if b.groups is None:
+                continue
+            err, summary = b.groups.describe_group(group_id)
+            if err == ErrorCode.NOT_COORDINATOR:
+                continue
+            if err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+                raise _Refused(503, f"broker {b.node_id} is still loading the groups of {group_id!r}")
+            if summary.state == "Dead":
+                raise _Refused(404, f"no group {group_id!r} (its coordinator is broker {b.node_id})")
+            _err, committed = b.groups.fetch_offsets(group_id, None)
+            return web.json_response(admin_views.group_view(group_id, summary, committed, b.node_id, b.metadata,
+                                                            lookups(brokers)))
+        served = ", ".join(str(b.node_id) for b in brokers) or "none"
+        raise _Refused(404, f"group {group_id!r} is not coordinated by a broker of this process (served: {served})")
+
     async def broker_metadata(request: web.Request) -> web.Response:
         return web.json_response(metadata_state(_broker(request.match_info["broker"], source())))
 
@@ -319,6 +472,11 @@ def make_app(source: BrokersSource) -> web.Application:
     app.router.add_get("/api/openapi.json", openapi, allow_head=False)
     app.router.add_get("/api/connections", connections, allow_head=False)
     app.router.add_get("/api/recordings", recordings, allow_head=False)
+    app.router.add_get("/api/cluster", cluster, allow_head=False)
+    app.router.add_get("/api/topics", topics, allow_head=False)
+    app.router.add_get("/api/topics/{topic}", topic, allow_head=False)
+    app.router.add_get("/api/groups", groups, allow_head=False)
+    app.router.add_get("/api/groups/{group}", group, allow_head=False)
     app.router.add_get("/api/brokers/{broker}/metadata", broker_metadata, allow_head=False)
     app.router.add_post("/api/brokers/{broker}/metadata/freeze", freeze_metadata)
     app.router.add_post("/api/brokers/{broker}/metadata/thaw", thaw_metadata)

@@ -4,6 +4,9 @@ exactly what the API offers, nothing more.
     refka admin --url http://127.0.0.1:8080 connections [--broker N] [--json]
     refka admin recordings [--client-id X] [--broker N] [--limit K] [--json] --url http://127.0.0.1:8080
     refka admin stale-metadata --broker N [--freeze | --thaw] [--json]
+    refka admin cluster [--broker N] [--json]
+    refka admin topics [TOPIC] [--broker N] [--json]
+    refka admin groups [GROUP] [--json]
 
 ``--url`` may come before or after the subcommand; without it ``REFKA_ADMIN_URL``,
 else http://127.0.0.1:8080. A table by default, the API's JSON with ``--json``
@@ -57,7 +60,17 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     how = m.add_mutually_exclusive_group()
     how.add_argument("--freeze", action="store_true", help="answer Metadata as it is now from now on")
     how.add_argument("--thaw", action="store_true", help="answer Metadata from the current cache again")
-    for q in (c, r, m):
+    cl = asub.add_parser("cluster", help="brokers, racks, endpoints, the controller and its epochs",
+                         description="example: refka admin cluster --url http://127.0.0.1:8080")
+    tp = asub.add_parser("topics", help="topics, or one topic's partitions",
+                         description="example: refka admin topics orders   (leader, epochs, ISR, offsets)")
+    tp.add_argument("topic", nargs="?", default=None, help="one topic: its partitions")
+    for q in (cl, tp):
+        q.add_argument("--broker", type=int, default=None, help="whose view (default the lowest id served)")
+    gr = asub.add_parser("groups", help="groups, or one group's members, offsets and lag",
+                         description="example: refka admin groups my-group")
+    gr.add_argument("group", nargs="?", default=None, help="one group: members, assignments, offsets, lag")
+    for q in (c, r, m, cl, tp, gr):
         _url_arg(q, argparse.SUPPRESS)  # after the subcommand too; the one given wins
         q.add_argument("--json", action="store_true", help="the API's JSON instead of a table")
 
@@ -125,10 +138,68 @@ def metadata_state_table(state: dict[str, Any]) -> str:
         [row("answering", state["answering"]), row("current", state["current"])])
 
 
+def cluster_table(c: dict[str, Any]) -> str:
+    ctl = c["controller"]
+    head = (f"cluster {c['cluster_id']} (broker {c['view_of_broker']}'s view): controller {ctl['id']}, "
+            f"epoch {ctl['epoch']}, metadata epoch {ctl['metadata_epoch']}; {c['topics']} topics, "
+            f"{c['partitions']} partitions")
+    rows = [[b["id"], b["rack"], " ".join(f"{k}={v}" for k, v in b["endpoints"].items()),
+             "yes" if b["served_here"] else ""] for b in c["brokers"]]
+    return head + "\n" + table(["BROKER", "RACK", "ENDPOINTS", "SERVED_HERE"], rows)
+
+
+def topics_table(topics: list[dict[str, Any]]) -> str:
+    rows = [[t["name"], t["partitions"], t["topic_epoch"], t["initial_partition_count"],
+             t["undeleted_partition_count"], t["topic_id"]] for t in topics]
+    return table(["TOPIC", "PARTITIONS", "TOPIC_EPOCH", "INITIAL", "UNDELETED", "TOPIC_ID"], rows)
+
+
+def topic_table(t: dict[str, Any]) -> str:
+    head = (f"{t['name']}: {len(t['partitions'])} partitions, topic epoch {t['topic_epoch']}, "
+            f"KIP-253 counts {t['initial_partition_count']}/{t['undeleted_partition_count']}")
+    ints = ",".join
+    rows = [[p["partition"], p["leader"], p["leader_epoch"], p["partition_epoch"], ints(map(str, p["replicas"])),
+             ints(map(str, p["isr"])), p["log_start_offset"], p["log_end_offset"], p["high_watermark"],
+             "marked" if p["marked_for_deletion"] else ""] for p in t["partitions"]]
+    return head + "\n" + table(["PARTITION", "LEADER", "EPOCH", "P_EPOCH", "REPLICAS", "ISR", "LOG_START",
+                                "LOG_END", "HIGH_WATERMARK", "DELETION"], rows)
+
+
+def groups_table(g: dict[str, Any]) -> str:
+    out = table(["GROUP", "STATE", "PROTOCOL_TYPE", "COORDINATOR"],
+                [[x["group_id"], x["state"], x["protocol_type"], x["coordinator"]] for x in g["groups"]])
+    if g.get("loading"):
+        out += "\n(still loading groups: brokers " + ", ".join(map(str, g["loading"])) + ")"
+    return out
+
+
+def group_table(g: dict[str, Any]) -> str:
+    head = (f"{g['group_id']}: {g['state']}, protocol {g['protocol'] or '-'}, coordinator {g['coordinator']}, "
+            f"{len(g['members'])} members, lag {g['lag']}")
+    owner = {(t, p): m["client_id"] or m["member_id"] for m in g["members"]
+             for t, ps in m["assignment"].items() for p in ps}
+    rows = [[o["topic"], o["partition"], o["current_offset"], o["log_end_offset"], o["lag"],
+             owner.get((o["topic"], o["partition"]), "")] for o in g["offsets"]]
+    return head + "\n" + table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER"], rows)
+
+
 def run(args: argparse.Namespace) -> int:
     base = args.url or os.environ.get("REFKA_ADMIN_URL") or DEFAULT_URL
     try:
-        if args.action == "stale-metadata":
+        if args.action in ("cluster", "topics", "groups"):
+            name = getattr(args, "topic", None) if args.action == "topics" else getattr(args, "group", None)
+            path = f"/api/{args.action}" + ("/" + urllib.parse.quote(name, safe="") if name else "")
+            body, _ = _get(base, path, {"broker": getattr(args, "broker", None)})
+            data = json.loads(body)
+            if args.json:
+                print(json.dumps(data, indent=2))
+            elif args.action == "cluster":
+                print(cluster_table(data))
+            elif args.action == "topics":
+                print(topic_table(data) if name else topics_table(data["topics"]))
+            else:
+                print(group_table(data) if name else groups_table(data))
+        elif args.action == "stale-metadata":
             path = f"/api/brokers/{args.broker}/metadata"
             if args.freeze or args.thaw:
                 body, _ = _get(base, path + ("/freeze" if args.freeze else "/thaw"), {}, method="POST")

@@ -5,13 +5,18 @@ metrics page read back with prometheus-client's parser."""
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 
 import pytest
 from aiohttp.test_utils import TestClient, TestServer
 from prometheus_client.parser import text_string_to_metric_families
 
 from refka.broker.admin_http import NDJSON, OPENAPI, ServedBroker, make_app
-from refka.broker.metadata_cache import MetadataCache, PartitionMeta, TopicMeta
+from refka.broker.group.metadata import GroupSummary, MemberSummary
+from refka.broker.group.offsets import CommittedOffset
+from refka.broker.metadata_cache import BrokerMeta, MetadataCache, PartitionMeta, TopicMeta
+from refka.protocol import ErrorCode
+from refka.protocol.consumer_protocol import Assignment
 from refka.broker.recording import ALL_TOPICS, BrokerRecordings
 from refka.protocol.messages.metadata import Metadata
 from refka.protocol.messages.produce import Produce
@@ -35,14 +40,47 @@ def known_traffic() -> list[BrokerRecordings]:
     return [b0, b1]
 
 
+class FakeCoordinator:
+    """Broker 0 coordinates group g1 (Stable, one member assigned a-0, a-1; a-0 committed at 5)
+    and an Empty g0; broker 1's coordinator is still loading."""
+
+    def __init__(self, node_id: int) -> None:
+        self.node_id = node_id
+
+    def list_groups(self):
+        if self.node_id == 1:
+            return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, []
+        return ErrorCode.NONE, [("g1", "consumer", "Stable"), ("g0", "consumer", "Empty")]
+
+    def describe_group(self, group_id):
+        if self.node_id != 0:
+            return ErrorCode.NOT_COORDINATOR, GroupSummary("Dead", "", "", [])
+        if group_id != "g1":
+            return ErrorCode.NONE, GroupSummary("Dead", "", "", [])
+        member = MemberSummary("m-1", None, "app", "/127.0.0.1", b"", Assignment({"a": [1, 0]}).encode())
+        return ErrorCode.NONE, GroupSummary("Stable", "consumer", "range", [member])
+
+    def fetch_offsets(self, group_id, partitions):
+        return ErrorCode.NONE, [(("a", 0), CommittedOffset(5, leader_epoch=1, topic_epoch=2)), (("a", 1), None)]
+
+
 def served() -> list[ServedBroker]:
-    """known_traffic's brokers, each with a metadata cache of one topic from controller 0."""
+    """known_traffic's brokers, each with a metadata cache of one topic "a" (partition 0 led by
+    broker 0, partition 1 by broker 1) from controller 0; broker 0 hosts a-0 (log 2..10, high
+    watermark 8), broker 1 nothing."""
     out = []
     for rec in known_traffic():
         cache = MetadataCache("c")
+        cache.set_brokers({0: BrokerMeta(0, {"PLAINTEXT": ("h0", 9092)}, "r0"),
+                           1: BrokerMeta(1, {"PLAINTEXT": ("h1", 9093)}, "r1")})
         cache.controller_id, cache.controller_epoch, cache.controller_metadata_epoch = 0, 3, 7
-        cache.put_topic(TopicMeta("a", b"\x01" * 16, {0: PartitionMeta(0, 0, 1, [0], [0])}))
-        out.append(ServedBroker(rec.broker_id, rec, cache))
+        cache.put_topic(TopicMeta("a", b"\x01" * 16, {0: PartitionMeta(0, 0, 1, [0], [0]),
+                                                       1: PartitionMeta(1, 1, 4, [1, 0], [1])},
+                                  initial_partition_count=2, undeleted_partition_count=2, topic_epoch=2))
+        hosted = {("a", 0): SimpleNamespace(log_start_offset=2, log_end_offset=10, high_watermark=8)} \
+            if rec.broker_id == 0 else {}
+        out.append(ServedBroker(rec.broker_id, rec, cache, lambda t, i, h=hosted: h.get((t, i)),
+                                FakeCoordinator(rec.broker_id)))
     return out
 
 
@@ -104,6 +142,10 @@ async def test_recordings_are_json_lines_newest_last_with_closed_connections(cli
     ("/api/connections", {"broker": "1.5"}, 400),
     ("/api/nothing-here", {}, 404),
     ("/api/brokers/9/metadata", {}, 404),
+    ("/api/cluster", {"broker": "7"}, 404),
+    ("/api/topics", {"broker": "x"}, 400),
+    ("/api/topics/nope", {}, 404),
+    ("/api/groups/nope", {}, 404),
     ("/api/brokers/x/metadata", {}, 400),
 ])
 async def test_bad_input_is_a_4xx_with_a_json_error(client, path, params, status):
@@ -168,3 +210,42 @@ async def test_metrics_count_the_known_traffic_per_client_and_api(client):
     assert get("kafka_network_requestmetrics_response_bytes_total", 0, "app", "kafka-python", "Metadata") == 350
     assert get("refka_metadata_topics_named_total", 0, "app", "kafka-python") == 3
     assert get("refka_metadata_all_topics_requests_total", 0, "gone", "") == 1
+
+
+async def test_cluster_names_the_brokers_racks_endpoints_and_the_controller_epochs(client):
+    c = await (await client.get("/api/cluster")).json()
+    assert c["view_of_broker"] == 0 and c["cluster_id"] == "c"
+    assert c["controller"] == {"id": 0, "epoch": 3, "metadata_epoch": 7}
+    assert c["brokers"] == [
+        {"id": 0, "rack": "r0", "served_here": True, "endpoints": {"PLAINTEXT": "h0:9092"}},
+        {"id": 1, "rack": "r1", "served_here": True, "endpoints": {"PLAINTEXT": "h1:9093"}}]
+    assert (c["topics"], c["partitions"]) == (1, 2)
+    assert (await (await client.get("/api/cluster", params={"broker": "1"})).json())["view_of_broker"] == 1
+
+
+async def test_topics_and_a_topics_partitions_with_offsets_from_a_hosted_replica(client):
+    listed = (await (await client.get("/api/topics")).json())["topics"]
+    assert listed == [{"name": "a", "topic_id": "01010101-0101-0101-0101-010101010101", "topic_epoch": 2,
+                       "internal": False, "partitions": 2, "initial_partition_count": 2,
+                       "undeleted_partition_count": 2}]
+    t = await (await client.get("/api/topics/a")).json()
+    p0, p1 = t["partitions"]
+    assert (p0["leader"], p0["leader_epoch"], p0["replicas"], p0["isr"]) == (0, 1, [0], [0])
+    assert (p0["log_start_offset"], p0["log_end_offset"], p0["high_watermark"], p0["offsets_from"]) == (2, 10, 8, 0)
+    assert (p1["leader"], p1["leader_epoch"], p1["replicas"], p1["isr"]) == (1, 4, [1, 0], [1])
+    assert (p1["high_watermark"], p1["offsets_from"], p1["marked_for_deletion"]) == (None, None, False)
+
+
+async def test_groups_and_a_groups_members_assignment_offsets_and_lag(client):
+    g = await (await client.get("/api/groups")).json()
+    assert g["groups"] == [{"group_id": "g0", "protocol_type": "consumer", "state": "Empty", "coordinator": 0},
+                           {"group_id": "g1", "protocol_type": "consumer", "state": "Stable", "coordinator": 0}]
+    assert g["loading"] == [1]
+    one = await (await client.get("/api/groups/g1")).json()
+    assert (one["state"], one["protocol"], one["coordinator"]) == ("Stable", "range", 0)
+    assert one["members"] == [{"member_id": "m-1", "group_instance_id": None, "client_id": "app",
+                               "client_host": "/127.0.0.1", "assignment": {"a": [0, 1]},
+                               "assignment_bytes": len(Assignment({"a": [1, 0]}).encode())}]
+    assert one["offsets"] == [{"topic": "a", "partition": 0, "current_offset": 5, "leader_epoch": 1,
+                               "topic_epoch": 2, "metadata": "", "log_end_offset": 8, "lag": 3}]
+    assert one["lag"] == 3

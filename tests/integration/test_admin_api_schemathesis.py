@@ -41,7 +41,8 @@ def test_every_operation_answers_as_its_document_says(admin_schema):
     # schemathesis leaves out the document's own path (loading it is its test)
     assert {op.path for op in operations} == {
         "/api/connections", "/api/recordings", "/metrics", "/api/brokers/{broker}/metadata",
-        "/api/brokers/{broker}/metadata/freeze", "/api/brokers/{broker}/metadata/thaw"}
+        "/api/brokers/{broker}/metadata/freeze", "/api/brokers/{broker}/metadata/thaw", "/api/cluster",
+        "/api/topics", "/api/topics/{topic}", "/api/groups", "/api/groups/{group}"}
     for op in operations:
         @given(case=op.as_strategy())
         @settings(max_examples=40, deadline=None)
