@@ -8,6 +8,7 @@
     python -m lab.bench --clients [...]  refka's reference client beside confluent-kafka instead (clients.py)
     python -m lab.bench --metadata [...] the KIP-526 benchmark instead: Metadata at 10 to 100,000 topics (metadata.py)
     python -m lab.bench --ordered [...]  the long chaos plan of lab/scenarios/ordered_delivery.py instead
+    python -m lab.bench --metadata-clients [...] stock clients' metadata, from the recordings (metadata_clients.py)
 
 For each target, in one run on this machine:
 
@@ -154,59 +155,37 @@ ORDERED_LONG_PLAN = ["--plan", "4,8,6,12,9,16,12", "--cluster", "zookeeper", "--
                      "--step-seconds", "8", "--finish-timeout", "300", "--drain-timeout", "300"]
 
 
+# The other benchmarks, each with options of its own (python -m <module> --help): flag ->
+# (module, leading arguments, help). The first flag of this order found in the arguments wins:
+# --ordered and --metadata-clients come first, their modules have a --clients option of their own.
+SUB_BENCHMARKS: dict[str, tuple[str, list[str], str]] = {
+    "--ordered": ("lab.scenarios.ordered_delivery", ORDERED_LONG_PLAN,
+                  "the long chaos plan of lab/scenarios/ordered_delivery.py (plan 4,8,6,12,9,16,12, three "
+                  "ZooKeeper-backed processes, the controller killed after each change; its options override)"),
+    "--metadata-clients": ("lab.bench.metadata_clients", [],
+                           "what confluent-kafka, kafka-python and refka's producer do with metadata (1,000 "
+                           "topics then 10; a broker's frozen Metadata), read from refka's recordings"),
+    "--groups": ("lab.bench.groups", [], "the consumer-group benchmark"),
+    "--failover": ("lab.bench.failover", [], "the leadership-failover benchmark"),
+    "--partitions": ("lab.bench.partitions", [], "the KIP-253 benchmark"),
+    "--clients": ("lab.bench.clients", [],
+                  "the client benchmark: refka's reference Producer and Consumer beside confluent-kafka's"),
+    "--metadata": ("lab.bench.metadata", [],
+                   "the KIP-526 benchmark: Metadata latency and CreateTopics at 10 to 100,000 topics"),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if "--ordered" in argv:
-        # KIP-253 under chaos: the scenario's long plan, three ZooKeeper-backed processes, the
-        # controller killed after each change; its options (python -m lab.scenarios.ordered_delivery
-        # --help) override these. Looked at first: the scenario has a --clients option of its own.
-        from lab.scenarios import ordered_delivery
+    for flag, (module, lead, _help) in SUB_BENCHMARKS.items():
+        if flag in argv:
+            import importlib
 
-        return ordered_delivery.main([*ORDERED_LONG_PLAN, *(a for a in argv if a != "--ordered")])
-    if "--groups" in argv:
-        # The consumer-group benchmark has its own options (python -m lab.bench.groups --help).
-        from lab.bench import groups
-
-        return groups.main([a for a in argv if a != "--groups"])
-    if "--failover" in argv:
-        # The failover benchmark has its own options (python -m lab.bench.failover --help).
-        from lab.bench import failover
-
-        return failover.main([a for a in argv if a != "--failover"])
-    if "--partitions" in argv:
-        # The KIP-253 benchmark has its own options (python -m lab.bench.partitions --help).
-        from lab.bench import partitions
-
-        return partitions.main([a for a in argv if a != "--partitions"])
-    if "--clients" in argv:
-        # The client benchmark has its own options (python -m lab.bench.clients --help).
-        from lab.bench import clients
-
-        return clients.main([a for a in argv if a != "--clients"])
-    if "--metadata" in argv:
-        # The KIP-526 benchmark has its own options (python -m lab.bench.metadata --help).
-        from lab.bench import metadata
-
-        return metadata.main([a for a in argv if a != "--metadata"])
+            return importlib.import_module(module).main([*lead, *(a for a in argv if a != flag)])  # type: ignore[no-any-return]
     parser = argparse.ArgumentParser(prog="python -m lab.bench", description=__doc__.split("\n\n")[0])
-    parser.add_argument("--groups", action="store_true",
-                        help="run the consumer-group benchmark instead (lab/bench/groups.py; its options: "
-                             "python -m lab.bench.groups --help)")
-    parser.add_argument("--failover", action="store_true",
-                        help="run the leadership-failover benchmark instead (lab/bench/failover.py; its options: "
-                             "python -m lab.bench.failover --help)")
-    parser.add_argument("--partitions", action="store_true",
-                        help="run the KIP-253 benchmark instead (lab/bench/partitions.py; its options: "
-                             "python -m lab.bench.partitions --help)")
-    parser.add_argument("--clients", action="store_true",
-                        help="run the client benchmark instead: refka's reference Producer and Consumer beside "
-                             "confluent-kafka's (lab/bench/clients.py; its options: python -m lab.bench.clients --help)")
-    parser.add_argument("--metadata", action="store_true",
-                        help="run the KIP-526 benchmark instead: Metadata latency and CreateTopics at 10 to 100,000 "
-                             "topics (lab/bench/metadata.py; its options: python -m lab.bench.metadata --help)")
-    parser.add_argument("--ordered", action="store_true",
-                        help="run the long chaos plan of lab/scenarios/ordered_delivery.py instead (its options: "
-                             "python -m lab.scenarios.ordered_delivery --help)")
+    for flag, (module, _lead, what) in SUB_BENCHMARKS.items():
+        parser.add_argument(flag, action="store_true",
+                            help=f"run {what} instead (its options: python -m {module} --help)")
     parser.add_argument("--quick", action="store_true",
                         help="a smoke run: 10x fewer records, one start-up spawn (well under 2 min)")
     parser.add_argument("--targets", default=",".join(targets.ALL),

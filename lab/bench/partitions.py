@@ -146,6 +146,7 @@ class Cluster:
     ports: dict[int, int]  # node id -> port
     pids: dict[int, int]  # node id -> the process serving it
     stop: Callable[[], None]
+    zk: failover.ZooKeeperCluster | None = None  # the "zookeeper" form's processes (kill, restart)
 
 
 def start_cluster(form: str, workdir: Path, overrides: dict[str, str]) -> Cluster:
@@ -156,7 +157,7 @@ def start_cluster(form: str, workdir: Path, overrides: dict[str, str]) -> Cluste
         except BaseException:
             zk.stop()
             raise
-        return Cluster(form, dict(zk.ports), {n: zk.pid(n) for n in zk.ports}, zk.stop)
+        return Cluster(form, dict(zk.ports), {n: zk.pid(n) for n in zk.ports}, zk.stop, zk)
     target = failover.ClusterTarget(workdir, 3, overrides, "one-process")
     try:
         running, ports, _controller = failover.start_cluster(target)

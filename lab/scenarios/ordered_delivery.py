@@ -63,8 +63,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from lab.bench import failover, targets
-from lab.bench.partitions import start_cluster
+from lab.bench import targets
+from lab.bench.partitions import Cluster, start_cluster
 from lab.scenarios.audit import audit, read_jsonl
 from refka.client.connection import BrokerConnection, BrokerConnectionError
 from refka.protocol import ErrorCode
@@ -358,9 +358,10 @@ async def _drain(admin: Admin, run: Run, cfg: Config, marked: list[int]) -> None
     run.event("removed", partitions=marked)
 
 
-async def _chaos(cluster: Any, admin: Admin, run: Run, cfg: Config, what: str) -> None:
+async def _chaos(cluster: Cluster, admin: Admin, run: Run, cfg: Config, what: str) -> None:
     """kill -9 of the controller (or of another broker), started again after restart_after."""
     zk = cluster.zk
+    assert zk is not None, "chaos needs the zookeeper form (parse_args refuses it otherwise)"
     controller = await admin.controller()
     victim = controller if what == "controller" else next(n for n in admin.up() if n != controller)
     zk.kill(victim)
@@ -385,7 +386,7 @@ async def _chaos(cluster: Any, admin: Admin, run: Run, cfg: Config, what: str) -
     run.event("restarted", broker=victim)
 
 
-async def run_client(client: str, cluster: Any, out: Path, cfg: Config) -> dict[str, Any]:
+async def run_client(client: str, cluster: Cluster, out: Path, cfg: Config) -> dict[str, Any]:
     tag = uuid.uuid4().hex[:6]
     run = Run(client, out / client, f"ordered-{client}-{tag}", f"ordered-{client}-{tag}")
     run.dir.mkdir(parents=True, exist_ok=True)
@@ -554,7 +555,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return a
 
 
-async def _run_all(a: argparse.Namespace, cluster: Any, out: Path) -> dict[str, Any]:
+async def _run_all(a: argparse.Namespace, cluster: Cluster, out: Path) -> dict[str, Any]:
     cfg = Config(plan=a.plan_counts, producers=a.producers, consumers=a.consumers, rate=a.rate,
                  consume_rate=a.consume_rate, keys=a.keys, step_seconds=a.step_seconds,
                  finish_timeout=a.finish_timeout, drain_timeout=a.drain_timeout, chaos=a.chaos,
@@ -563,26 +564,6 @@ async def _run_all(a: argparse.Namespace, cluster: Any, out: Path) -> dict[str, 
     for client in a.client_list:
         results[client] = await run_client(client, cluster, out, cfg)
     return results
-
-
-@dataclass
-class _Cluster:
-    ports: dict[int, int]
-    zk: failover.ZooKeeperCluster | None
-    stop: Callable[[], None]
-
-
-def _start(form: str, workdir: Path, overrides: dict[str, str]) -> _Cluster:
-    if form == "zookeeper":
-        zk = failover.ZooKeeperCluster(workdir, overrides=overrides)
-        try:
-            zk.start()
-        except BaseException:
-            zk.stop()
-            raise
-        return _Cluster(dict(zk.ports), zk, zk.stop)
-    c = start_cluster(form, workdir, overrides)
-    return _Cluster(c.ports, None, c.stop)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -595,7 +576,7 @@ def main(argv: list[str] | None = None) -> int:
         overrides["zookeeper.session.timeout.ms"] = str(SESSION_TIMEOUT_MS)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))  # the cluster and the workers are stopped on the way out
     _say(f"starting a {a.cluster} cluster (logs in {out})")
-    cluster = _start(a.cluster, out, overrides)
+    cluster = start_cluster(a.cluster, out, overrides)
     t0 = time.monotonic()
     try:
         results = asyncio.run(_run_all(a, cluster, out))
