@@ -30,6 +30,9 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--admin-port", type=int, default=None,
                    help="serve the admin HTTP API (connections, recordings, /metrics) on this port")
     p.add_argument("--admin-host", default="127.0.0.1", help="the admin API's host (default 127.0.0.1)")
+    p.add_argument("--admin-token", default=os.environ.get("REFKA_ADMIN_TOKEN") or None,
+                   help="require 'Authorization: Bearer TOKEN' on every call that changes something "
+                        "(default $REFKA_ADMIN_TOKEN; none: a lab tool on 127.0.0.1)")
     p.add_argument("--record", default=None, metavar="FILE",
                    help="append every request of every connection to FILE as JSON lines")
     p.add_argument("--log-format", choices=("console", "json"), default="console")

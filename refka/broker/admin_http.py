@@ -1,6 +1,8 @@
 """The admin HTTP API (``refka serve --admin-port P``): an aiohttp app over this
 process's brokers. A lab tool: it binds 127.0.0.1 unless ``--admin-host`` says
-otherwise, and has no authentication yet.
+otherwise; with ``--admin-token`` (or ``REFKA_ADMIN_TOKEN``) every call but a GET
+needs ``Authorization: Bearer <token>`` (401 with a JSON error otherwise); reads
+stay open.
 
 Endpoints (described by the OpenAPI 3 document the app serves itself, ``OPENAPI``):
 
@@ -40,6 +42,7 @@ a path the app does not serve.
 
 from __future__ import annotations
 
+import hmac
 import json
 import time
 from collections.abc import Callable, Iterator
@@ -93,6 +96,8 @@ _METADATA_STATE = {"description": "the broker's Metadata serving state", "conten
            for k, d in (("answering", "what Metadata answers (the frozen copy while frozen)"),
                         ("current", "what the broker's cache has from the controller"))}}}}}}
 _OBJECT = {"type": "object"}
+# A call that changes something: open, or a bearer token when refka serve --admin-token set one.
+_MUTATING: list[dict[str, list[str]]] = [{}, {"bearer": []}]
 _VIEW_PARAM = {"name": "broker", "in": "query", "required": False, "schema": {"type": "integer"},
                "description": "whose view (a broker id served by this process; default the lowest)"}
 
@@ -138,6 +143,9 @@ OPENAPI: dict[str, Any] = {
     "info": {"title": "refka admin API", "version": "1",
              "description": "A lab tool: the connections and request recordings of the brokers of "
                             "one refka process, their Prometheus metrics, and stale metadata."},
+    "components": {"securitySchemes": {"bearer": {
+        "type": "http", "scheme": "bearer",
+        "description": "refka serve --admin-token TOKEN (or REFKA_ADMIN_TOKEN): every call but a GET needs it"}}},
     "paths": {
         "/api/openapi.json": {"get": {
             "operationId": "openapi", "summary": "This document.",
@@ -238,16 +246,16 @@ OPENAPI: dict[str, Any] = {
             "parameters": [_BROKER_PATH],
             "responses": {"200": _METADATA_STATE, **_errors(400, 404)}}},
         "/api/brokers/{broker}/metadata/freeze": {"post": {
-            "operationId": "freezeMetadata",
+            "operationId": "freezeMetadata", "security": _MUTATING,
             "summary": "Stale metadata: the broker answers Metadata from its cache as it is now, "
                        "epochs included, until thawed, while the cluster moves on.",
             "parameters": [_BROKER_PATH],
-            "responses": {"200": _METADATA_STATE, **_errors(400, 404)}}},
+            "responses": {"200": _METADATA_STATE, **_errors(400, 401, 404)}}},
         "/api/brokers/{broker}/metadata/thaw": {"post": {
-            "operationId": "thawMetadata",
+            "operationId": "thawMetadata", "security": _MUTATING,
             "summary": "The broker answers Metadata from its current cache again.",
             "parameters": [_BROKER_PATH],
-            "responses": {"200": _METADATA_STATE, **_errors(400, 404)}}},
+            "responses": {"200": _METADATA_STATE, **_errors(400, 401, 404)}}},
         "/metrics": {"get": {
             "operationId": "metrics", "summary": "Prometheus text format.",
             "responses": {"200": {"description": "the metrics",
@@ -349,6 +357,24 @@ def _limit(request: web.Request) -> int | None:
     return n
 
 
+def _token_check(token: str | None) -> Any:
+    """A middleware refusing a call that changes something (any method but GET) without
+    ``Authorization: Bearer <token>``, when a token is set (``--admin-token``)."""
+
+    @web.middleware
+    async def check(request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+        if token is not None and request.method not in ("GET", "HEAD", "OPTIONS"):
+            given = request.headers.get("Authorization", "")
+            if not hmac.compare_digest(given.encode(), f"Bearer {token}".encode()):
+                resp = _refuse(401, "this call changes the cluster: it needs 'Authorization: Bearer <token>' "
+                                    "(refka serve --admin-token)")
+                resp.headers["WWW-Authenticate"] = 'Bearer realm="refka admin"'
+                return resp
+        return await handler(request)  # type: ignore[no-any-return]
+
+    return check
+
+
 @web.middleware
 async def _json_errors(request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
     """Refusals and aiohttp's own 4xx (unknown path, wrong method) as JSON errors."""
@@ -366,8 +392,9 @@ async def _json_errors(request: web.Request, handler: Callable[[web.Request], An
         return resp
 
 
-def make_app(source: BrokersSource) -> web.Application:
-    """The admin app over the brokers ``source()`` returns (this process's)."""
+def make_app(source: BrokersSource, token: str | None = None) -> web.Application:
+    """The admin app over the brokers ``source()`` returns (this process's); with ``token``
+    every call but a GET needs it as a bearer token."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(RecordingsCollector(source))
 
@@ -468,7 +495,7 @@ def make_app(source: BrokersSource) -> web.Application:
         resp.charset = "utf-8"
         return resp
 
-    app = web.Application(middlewares=[_json_errors])
+    app = web.Application(middlewares=[_json_errors, _token_check(token)])
     app.router.add_get("/api/openapi.json", openapi, allow_head=False)
     app.router.add_get("/api/connections", connections, allow_head=False)
     app.router.add_get("/api/recordings", recordings, allow_head=False)
@@ -484,9 +511,9 @@ def make_app(source: BrokersSource) -> web.Application:
     return app
 
 
-async def start(source: BrokersSource, host: str, port: int) -> web.AppRunner:
+async def start(source: BrokersSource, host: str, port: int, *, token: str | None = None) -> web.AppRunner:
     """Serves the admin app on host:port until the runner's ``cleanup()``."""
-    runner = web.AppRunner(make_app(source), access_log=None)
+    runner = web.AppRunner(make_app(source, token), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return runner

@@ -203,7 +203,8 @@ async def _serve(configs: list[BrokerConfig], memory: bool, data_dir: Path, zk: 
         from . import admin_http  # aiohttp and prometheus-client only when asked for
 
         try:
-            admin = await admin_http.start(cluster.served, args.admin_host, args.admin_port)
+            admin = await admin_http.start(cluster.served, args.admin_host, args.admin_port,
+                                             token=args.admin_token)
         except OSError as e:
             log.error("admin_start_failed", host=args.admin_host, port=args.admin_port, error=str(e))
             await cluster.stop()

@@ -9,7 +9,8 @@ exactly what the API offers, nothing more.
     refka admin groups [GROUP] [--json]
 
 ``--url`` may come before or after the subcommand; without it ``REFKA_ADMIN_URL``,
-else http://127.0.0.1:8080. A table by default, the API's JSON with ``--json``
+else http://127.0.0.1:8080. A call that changes something sends ``REFKA_ADMIN_TOKEN``
+as a bearer token when it is set (``refka serve --admin-token``). A table by default, the API's JSON with ``--json``
 (JSON lines for recordings). Exit status 0 when the API answered, 1 when it refused
 (its JSON error is printed) or could not be reached.
 """
@@ -77,11 +78,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def _get(base: str, path: str, query: dict[str, Any], method: str = "GET") -> tuple[str, str]:
     """GET (or ``method``) base+path?query; the body and content type, or AdminError with the
-    API's message."""
+    API's message. A call that changes something carries $REFKA_ADMIN_TOKEN as a bearer token
+    when it is set (refka serve --admin-token)."""
     q = urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
     url = base.rstrip("/") + path + ("?" + q if q else "")
+    headers = {}
+    token = os.environ.get("REFKA_ADMIN_TOKEN")
+    if method != "GET" and token:
+        headers["Authorization"] = f"Bearer {token}"
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, method=method), timeout=30) as resp:
+        with urllib.request.urlopen(urllib.request.Request(url, method=method, headers=headers), timeout=30) as resp:
             return resp.read().decode(), resp.headers.get_content_type()
     except urllib.error.HTTPError as e:
         body = e.read().decode(errors="replace")

@@ -249,3 +249,17 @@ async def test_groups_and_a_groups_members_assignment_offsets_and_lag(client):
     assert one["offsets"] == [{"topic": "a", "partition": 0, "current_offset": 5, "leader_epoch": 1,
                                "topic_epoch": 2, "metadata": "", "log_end_offset": 8, "lag": 3}]
     assert one["lag"] == 3
+
+
+async def test_with_a_token_a_call_that_changes_something_needs_it_and_reads_do_not():
+    brokers = served()
+    async with TestClient(TestServer(make_app(lambda: brokers, token="s3cret"))) as c:
+        refused = await c.post("/api/brokers/0/metadata/freeze")
+        assert refused.status == 401 and "Bearer" in (await refused.json())["error"]
+        assert refused.headers["WWW-Authenticate"].startswith("Bearer")
+        wrong = await c.post("/api/brokers/0/metadata/freeze", headers={"Authorization": "Bearer nope"})
+        assert wrong.status == 401 and brokers[0].metadata.frozen is None  # nothing done
+        ok = await c.post("/api/brokers/0/metadata/freeze", headers={"Authorization": "Bearer s3cret"})
+        assert ok.status == 200 and (await ok.json())["frozen"] is True
+        assert (await c.get("/api/brokers/0/metadata")).status == 200  # reads need none
+        assert (await c.get("/api/cluster")).status == 200

@@ -100,3 +100,18 @@ def test_cluster_topic_and_group_reads_tell_what_the_clients_did(cluster, capsys
     assert json.loads(capsys.readouterr().out)["brokers"][1]["id"] == 1
     assert api(url, "/api/groups/no-such-group")[0] == 404
     assert api(url, "/api/topics/no-such-topic")[0] == 404
+
+
+def test_admin_token_from_the_environment_guards_changes_and_refka_admin_sends_it(tmp_path, capsys, monkeypatch):
+    admin_port = free_port_block()
+    with BrokerProcess(tmp_path / "data", memory=True, extra_args=["--admin-port", str(admin_port)],
+                       env={"REFKA_ADMIN_TOKEN": "t0k"}):
+        url = f"http://127.0.0.1:{admin_port}"
+        monkeypatch.delenv("REFKA_ADMIN_TOKEN", raising=False)
+        assert main(["admin", "stale-metadata", "--broker", "0", "--freeze", "--url", url]) == 1
+        assert "401" in capsys.readouterr().err
+        assert main(["admin", "stale-metadata", "--broker", "0", "--url", url]) == 0  # a read needs none
+        assert "current" in capsys.readouterr().out
+        monkeypatch.setenv("REFKA_ADMIN_TOKEN", "t0k")
+        assert main(["admin", "stale-metadata", "--broker", "0", "--freeze", "--url", url]) == 0
+        assert "FROZEN" in capsys.readouterr().out
