@@ -22,6 +22,12 @@ Endpoints (described by the OpenAPI 3 document the app serves itself, ``OPENAPI`
 - ``GET /api/groups``, ``GET /api/groups/{group}``: the groups this process's
   brokers coordinate; one group's state, members, assignments, committed
   offsets and lag.
+- ``POST /api/topics/{topic}/partitions/{partition}/leader`` {"broker": N},
+  ``POST /api/topics/{topic}/elect-preferred`` [{"partitions": [...]}],
+  ``POST /api/topics/{topic}/reassign`` {"assignments": {"0": [1, 2]}},
+  ``POST /api/topics/{topic}/partition-count`` {"count": N}: sent to the
+  controller over the Kafka protocol (admin_ops.py); a Kafka error is a 400 (409
+  for a conflict, 404 for what does not exist) naming the error code.
 - ``GET /api/brokers/{broker}/metadata``: whether the broker's Metadata answers
   are frozen (stale-metadata mode, metadata_cache.py), with the controller
   epochs it answers and the ones it has.
@@ -55,7 +61,7 @@ from prometheus_client.core import CounterMetricFamily
 
 from refka.protocol import ErrorCode
 
-from . import admin_views, recording
+from . import admin_ops, admin_views, recording
 from .admin_views import PartitionLookup
 from .metadata_cache import MetadataCache
 from .recording import BrokerRecordings, api_name
@@ -96,6 +102,14 @@ _METADATA_STATE = {"description": "the broker's Metadata serving state", "conten
            for k, d in (("answering", "what Metadata answers (the frozen copy while frozen)"),
                         ("current", "what the broker's cache has from the controller"))}}}}}}
 _OBJECT = {"type": "object"}
+_INT32 = {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1}
+_TOPIC_PATH = {"name": "topic", "in": "path", "required": True, "schema": {"type": "string"}}
+
+
+def _body(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": {
+        "type": "object", "properties": properties, "required": required}}}}
+
 # A call that changes something: open, or a bearer token when refka serve --admin-token set one.
 _MUTATING: list[dict[str, list[str]]] = [{}, {"bearer": []}]
 _VIEW_PARAM = {"name": "broker", "in": "query", "required": False, "schema": {"type": "integer"},
@@ -217,6 +231,44 @@ OPENAPI: dict[str, Any] = {
             "responses": {"200": _json_ok("the topic", {**_TOPIC_SUMMARY, "properties": {
                 **_TOPIC_SUMMARY["properties"], "partitions": {"type": "array", "items": _PARTITION}}}),
                 **_errors(400, 404)}}},
+        "/api/topics/{topic}/partitions/{partition}/leader": {"post": {
+            "operationId": "moveLeader", "security": _MUTATING,
+            "summary": "Leadership of a partition to a named broker, one of its replicas in the ISR: the "
+                       "replicas reordered with it first, then a preferred election.",
+            "parameters": [_TOPIC_PATH, {"name": "partition", "in": "path", "required": True,
+                                         "schema": {**_INT32, "minimum": 0}}],
+            "requestBody": _body({"broker": _INT32}, ["broker"]),
+            "responses": {"200": _json_ok("the partition after the move", {"type": "object", "properties": {
+                "leader": {"type": "integer"}, "leader_epoch": {"type": "integer"},
+                "replicas": {"type": "array", "items": {"type": "integer"}}, "seconds": {"type": "number"}}}),
+                **_errors(400, 401, 404, 409, 503, 504)}}},
+        "/api/topics/{topic}/elect-preferred": {"post": {
+            "operationId": "electPreferred", "security": _MUTATING,
+            "summary": "Preferred leader elections for some or every partition of a topic.",
+            "parameters": [_TOPIC_PATH],
+            "requestBody": {**_body({"partitions": {"type": "array", "items": _INT32}}, []),
+                            "required": False},
+            "responses": {"200": _json_ok("per partition: elected, or why not needed", {
+                "type": "object", "properties": {"results": {"type": "object",
+                                                             "additionalProperties": {"type": "string"}}}}),
+                **_errors(400, 401, 404, 409, 503)}}},
+        "/api/topics/{topic}/reassign": {"post": {
+            "operationId": "reassign", "security": _MUTATING,
+            "summary": "AlterPartitionReassignments: each partition's new replicas, preferred leader first.",
+            "parameters": [_TOPIC_PATH],
+            "requestBody": _body({"assignments": {
+                "type": "object", "minProperties": 1, "propertyNames": {"pattern": "^[0-9]{1,9}$"},
+                "additionalProperties": {"type": "array", "items": _INT32, "minItems": 1}}},
+                ["assignments"]),
+            "responses": {"200": _json_ok("started (replicas that must catch up join later)", _OBJECT),
+                          **_errors(400, 401, 404, 409, 503)}}},
+        "/api/topics/{topic}/partition-count": {"post": {
+            "operationId": "setPartitionCount", "security": _MUTATING,
+            "summary": "CreatePartitions: expand, or with KIP-253 (enable.ordered.delivery) shrink a topic.",
+            "parameters": [_TOPIC_PATH],
+            "requestBody": _body({"count": {**_INT32, "minimum": 1}}, ["count"]),
+            "responses": {"200": _json_ok("accepted by the controller", _OBJECT),
+                          **_errors(400, 401, 404, 409, 503)}}},
         "/api/groups": {"get": {
             "operationId": "groups", "summary": "The groups the brokers of this process coordinate.",
             "responses": {"200": _json_ok("the groups", {
@@ -476,6 +528,88 @@ def make_app(source: BrokersSource, token: str | None = None) -> web.Application
         served = ", ".join(str(b.node_id) for b in brokers) or "none"
         raise _Refused(404, f"group {group_id!r} is not coordinated by a broker of this process (served: {served})")
 
+    async def body(request: web.Request, required: bool = True) -> dict[str, Any]:
+        if not request.can_read_body:
+            if required:
+                raise _Refused(400, "a JSON object body is needed")
+            return {}
+        try:
+            data = await request.json()
+        except ValueError:
+            raise _Refused(400, "the body is not JSON") from None
+        if not isinstance(data, dict):
+            raise _Refused(400, "the body must be a JSON object")
+        return data
+
+    def as_int32(v: Any) -> int | None:
+        """``v`` as Kafka's INT32 (JSON's 3.0 is an integer too), or None."""
+        if isinstance(v, float) and v.is_integer():
+            v = int(v)
+        return v if type(v) is int and -(2**31) <= v < 2**31 else None
+
+    def int_of(data: dict[str, Any], key: str) -> int:
+        v = as_int32(data.get(key))
+        if v is None:
+            raise _Refused(400, f"{key!r} must be an integer (INT32), got {data.get(key)!r}")
+        return v
+
+    async def operation(coro: Any) -> web.Response:
+        try:
+            return web.json_response(await coro)
+        except admin_ops.OperationError as e:
+            out = {"error": str(e)}
+            if e.code is not None:
+                out["code"] = e.code.name
+            return web.json_response(out, status=e.status)
+
+    async def move_leader(request: web.Request) -> web.Response:
+        b, _ = view_broker(request)
+        try:
+            partition = int(request.match_info["partition"])
+        except ValueError:
+            raise _Refused(400, f"partition must be an integer, got {request.match_info['partition']!r}") from None
+        broker = int_of(await body(request), "broker")
+        return await operation(admin_ops.move_leader(b.metadata, request.match_info["topic"], partition, broker))
+
+    async def elect_preferred(request: web.Request) -> web.Response:
+        b, _ = view_broker(request)
+        data = await body(request, required=False)
+        raw = data.get("partitions")
+        parts: list[int] | None = None
+        if raw is not None:
+            ints = [as_int32(p) for p in raw] if isinstance(raw, list) else [None]
+            parts = [p for p in ints if p is not None]
+            if len(parts) != len(ints):
+                raise _Refused(400, f"'partitions' must be a list of integers, got {raw!r}")
+
+        async def go() -> dict[str, Any]:
+            results = await admin_ops.elect_preferred(b.metadata, request.match_info["topic"], parts)
+            return {"results": {str(p): r for p, r in sorted(results.items())}}
+        return await operation(go())
+
+    async def reassign(request: web.Request) -> web.Response:
+        b, _ = view_broker(request)
+        raw = (await body(request)).get("assignments")
+        if not isinstance(raw, dict) or not raw:
+            raise _Refused(400, "'assignments' must be an object of partition -> replica ids")
+        assignment: dict[int, list[int]] = {}
+        for k, v in raw.items():
+            ints = [as_int32(r) for r in v] if isinstance(v, list) else []
+            ids = [r for r in ints if r is not None]
+            if not (str(k).isascii() and str(k).isdigit()) or len(str(k)) > 9 or not ids or len(ids) != len(ints):
+                raise _Refused(400, f"assignment {k!r}: {v!r} is not a partition and a list of broker ids")
+            assignment[int(k)] = ids
+
+        async def go() -> dict[str, Any]:
+            await admin_ops.reassign(b.metadata, request.match_info["topic"], assignment)
+            return {"topic": request.match_info["topic"], "assignments": {str(p): r for p, r in assignment.items()}}
+        return await operation(go())
+
+    async def partition_count(request: web.Request) -> web.Response:
+        b, _ = view_broker(request)
+        count = int_of(await body(request), "count")
+        return await operation(admin_ops.set_partition_count(b.metadata, request.match_info["topic"], count))
+
     async def broker_metadata(request: web.Request) -> web.Response:
         return web.json_response(metadata_state(_broker(request.match_info["broker"], source())))
 
@@ -502,6 +636,10 @@ def make_app(source: BrokersSource, token: str | None = None) -> web.Application
     app.router.add_get("/api/cluster", cluster, allow_head=False)
     app.router.add_get("/api/topics", topics, allow_head=False)
     app.router.add_get("/api/topics/{topic}", topic, allow_head=False)
+    app.router.add_post("/api/topics/{topic}/partitions/{partition}/leader", move_leader)
+    app.router.add_post("/api/topics/{topic}/elect-preferred", elect_preferred)
+    app.router.add_post("/api/topics/{topic}/reassign", reassign)
+    app.router.add_post("/api/topics/{topic}/partition-count", partition_count)
     app.router.add_get("/api/groups", groups, allow_head=False)
     app.router.add_get("/api/groups/{group}", group, allow_head=False)
     app.router.add_get("/api/brokers/{broker}/metadata", broker_metadata, allow_head=False)

@@ -7,6 +7,10 @@ exactly what the API offers, nothing more.
     refka admin cluster [--broker N] [--json]
     refka admin topics [TOPIC] [--broker N] [--json]
     refka admin groups [GROUP] [--json]
+    refka admin move-leader TOPIC PARTITION --to N      (reorders the replicas, then a preferred election)
+    refka admin elect-preferred TOPIC [--partitions 0,1]
+    refka admin reassign TOPIC --replicas 0=1,2 [--replicas 1=2,0 ...]
+    refka admin partition-count TOPIC --count N         (expand; with KIP-253 also shrink)
 
 ``--url`` may come before or after the subcommand; without it ``REFKA_ADMIN_URL``,
 else http://127.0.0.1:8080. A call that changes something sends ``REFKA_ADMIN_TOKEN``
@@ -71,12 +75,32 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     gr = asub.add_parser("groups", help="groups, or one group's members, offsets and lag",
                          description="example: refka admin groups my-group")
     gr.add_argument("group", nargs="?", default=None, help="one group: members, assignments, offsets, lag")
-    for q in (c, r, m, cl, tp, gr):
+    mv = asub.add_parser("move-leader", help="a partition's leadership to a broker of its ISR",
+                         description="The replicas are reordered with the broker first (a reassignment), then "
+                                     "a preferred election. example: refka admin move-leader orders 0 --to 2")
+    mv.add_argument("topic")
+    mv.add_argument("partition", type=int)
+    mv.add_argument("--to", type=int, required=True, dest="broker", help="the new leader")
+    el = asub.add_parser("elect-preferred", help="preferred leader elections",
+                         description="example: refka admin elect-preferred orders --partitions 0,3")
+    el.add_argument("topic")
+    el.add_argument("--partitions", default=None, help="comma-separated (default every partition)")
+    ra = asub.add_parser("reassign", help="new replicas for partitions (AlterPartitionReassignments)",
+                         description="example: refka admin reassign orders --replicas 0=2,1 --replicas 1=0,2")
+    ra.add_argument("topic")
+    ra.add_argument("--replicas", action="append", required=True, metavar="P=B1,B2",
+                    help="partition P's replicas, preferred leader first (repeat per partition)")
+    pc = asub.add_parser("partition-count", help="expand a topic, or with KIP-253 shrink it",
+                         description="example: refka admin partition-count orders --count 8")
+    pc.add_argument("topic")
+    pc.add_argument("--count", type=int, required=True)
+    for q in (c, r, m, cl, tp, gr, mv, el, ra, pc):
         _url_arg(q, argparse.SUPPRESS)  # after the subcommand too; the one given wins
         q.add_argument("--json", action="store_true", help="the API's JSON instead of a table")
 
 
-def _get(base: str, path: str, query: dict[str, Any], method: str = "GET") -> tuple[str, str]:
+def _get(base: str, path: str, query: dict[str, Any], method: str = "GET",
+         payload: dict[str, Any] | None = None) -> tuple[str, str]:
     """GET (or ``method``) base+path?query; the body and content type, or AdminError with the
     API's message. A call that changes something carries $REFKA_ADMIN_TOKEN as a bearer token
     when it is set (refka serve --admin-token)."""
@@ -86,8 +110,13 @@ def _get(base: str, path: str, query: dict[str, Any], method: str = "GET") -> tu
     token = os.environ.get("REFKA_ADMIN_TOKEN")
     if method != "GET" and token:
         headers["Authorization"] = f"Bearer {token}"
+    data = None
+    if payload is not None:
+        data = json.dumps(payload).encode()
+        headers["Content-Type"] = "application/json"
     try:
-        with urllib.request.urlopen(urllib.request.Request(url, method=method, headers=headers), timeout=30) as resp:
+        with urllib.request.urlopen(urllib.request.Request(url, data=data, method=method, headers=headers),
+                                    timeout=60) as resp:
             return resp.read().decode(), resp.headers.get_content_type()
     except urllib.error.HTTPError as e:
         body = e.read().decode(errors="replace")
@@ -189,10 +218,50 @@ def group_table(g: dict[str, Any]) -> str:
     return head + "\n" + table(["TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG", "CONSUMER"], rows)
 
 
+def _q(name: str) -> str:
+    return urllib.parse.quote(name, safe="")
+
+
+def _replicas(specs: list[str]) -> dict[str, list[int]]:
+    out: dict[str, list[int]] = {}
+    for spec in specs:
+        p, sep, ids = spec.partition("=")
+        try:
+            out[str(int(p))] = [int(x) for x in ids.split(",")]
+        except ValueError:
+            raise AdminError(f"--replicas {spec!r}: expected PARTITION=BROKER,BROKER,...") from None
+        if not sep:
+            raise AdminError(f"--replicas {spec!r}: expected PARTITION=BROKER,BROKER,...")
+    return out
+
+
+def _partitions(raw: str | None) -> dict[str, Any]:
+    if raw is None:
+        return {}
+    try:
+        return {"partitions": [int(x) for x in raw.split(",")]}
+    except ValueError:
+        raise AdminError(f"--partitions {raw!r}: expected comma-separated partition numbers") from None
+
+
+# action -> (its POST path, its JSON body)
+OPERATIONS: dict[str, Any] = {
+    "move-leader": lambda a: (f"/api/topics/{_q(a.topic)}/partitions/{a.partition}/leader", {"broker": a.broker}),
+    "elect-preferred": lambda a: (f"/api/topics/{_q(a.topic)}/elect-preferred", _partitions(a.partitions)),
+    "reassign": lambda a: (f"/api/topics/{_q(a.topic)}/reassign", {"assignments": _replicas(a.replicas)}),
+    "partition-count": lambda a: (f"/api/topics/{_q(a.topic)}/partition-count", {"count": a.count}),
+}
+
+
 def run(args: argparse.Namespace) -> int:
     base = args.url or os.environ.get("REFKA_ADMIN_URL") or DEFAULT_URL
     try:
-        if args.action in ("cluster", "topics", "groups"):
+        if args.action in OPERATIONS:
+            path, payload = OPERATIONS[args.action](args)
+            out, _ = _get(base, path, {}, method="POST", payload=payload)
+            result = json.loads(out)
+            print(json.dumps(result, indent=None if not args.json else 2))
+        elif args.action in ("cluster", "topics", "groups"):
             name = getattr(args, "topic", None) if args.action == "topics" else getattr(args, "group", None)
             path = f"/api/{args.action}" + ("/" + urllib.parse.quote(name, safe="") if name else "")
             body, _ = _get(base, path, {"broker": getattr(args, "broker", None)})

@@ -42,7 +42,9 @@ def test_every_operation_answers_as_its_document_says(admin_schema):
     assert {op.path for op in operations} == {
         "/api/connections", "/api/recordings", "/metrics", "/api/brokers/{broker}/metadata",
         "/api/brokers/{broker}/metadata/freeze", "/api/brokers/{broker}/metadata/thaw", "/api/cluster",
-        "/api/topics", "/api/topics/{topic}", "/api/groups", "/api/groups/{group}"}
+        "/api/topics", "/api/topics/{topic}", "/api/groups", "/api/groups/{group}",
+        "/api/topics/{topic}/partitions/{partition}/leader", "/api/topics/{topic}/elect-preferred",
+        "/api/topics/{topic}/reassign", "/api/topics/{topic}/partition-count"}
     for op in operations:
         @given(case=op.as_strategy())
         @settings(max_examples=40, deadline=None)

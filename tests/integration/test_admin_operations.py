@@ -1,0 +1,146 @@
+"""The admin API's operations (issue 13) on a real ``refka serve --brokers 3 --admin-port``,
+sent to the controller over the Kafka protocol: a leader moved to a named broker while a
+confluent-kafka producer sends (every record acknowledged, the new leader in every broker's
+Metadata), a preferred election, a reassignment, an expansion, and the refusals (a broker
+that is not a replica, an unknown topic or partition, a bad body), through the API and
+``refka admin``."""
+
+from __future__ import annotations
+
+import json
+import threading
+import urllib.error
+import urllib.request
+import uuid
+
+import pytest
+from confluent_kafka import Producer
+from confluent_kafka.admin import AdminClient, NewTopic
+
+from refka.cli import main
+from tests.brokers import BrokerProcess, free_port_block
+from tests.integration.cluster_helpers import metadata
+from tests.waiting import wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.timeout(180)]
+TIMEOUT = 60.0
+
+
+def post(url: str, path: str, body: object | None = None) -> tuple[int, dict]:
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url + path, data=data, method="POST",
+                                 headers={"Content-Type": "application/json"} if data else {})
+    try:
+        with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    admin_port = free_port_block()
+    b = BrokerProcess(tmp_path_factory.mktemp("ops") / "data", brokers=3, memory=True,
+                      overrides={"auto.create.topics.enable": "false"},
+                      extra_args=["--admin-port", str(admin_port)]).start()
+    try:
+        yield b, f"http://127.0.0.1:{admin_port}"
+    finally:
+        b.stop()
+
+
+def create(b: BrokerProcess, assignment: list[list[int]]) -> str:
+    topic = f"ops-{uuid.uuid4().hex[:6]}"
+    a = AdminClient({"bootstrap.servers": b.bootstrap})
+    a.create_topics([NewTopic(topic, num_partitions=len(assignment), replica_assignment=assignment)])[topic].result(TIMEOUT)
+    wait_until(lambda: all(len(metadata(b.port + i, topic).topics[0].partitions) == len(assignment)
+                           and all(p.leader_id >= 0 for p in metadata(b.port + i, topic).topics[0].partitions)
+                           for i in range(3)), message="the topic everywhere", ignoring=(Exception,))
+    return topic
+
+
+def leaders_everywhere(b: BrokerProcess, topic: str) -> set[tuple[int, ...]]:
+    return {tuple(p.leader_id for p in metadata(b.port + i, topic).topics[0].partitions) for i in range(3)}
+
+
+def test_a_leader_moved_while_a_producer_sends_loses_nothing(cluster, capsys):
+    b, url = cluster
+    topic = create(b, [[0, 1, 2]])
+    wait_until(lambda: metadata(b.port, topic).topics[0].partitions[0].isr_nodes == [0, 1, 2],
+               message="the full ISR", ignoring=(Exception,))
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5, "acks": "all"})
+    acked, failed, stop = [], [], threading.Event()
+
+    def cb(err, msg):
+        (failed if err is not None else acked).append(msg)
+
+    def pump():
+        i = 0
+        while not stop.is_set():
+            p.produce(topic, b"%d" % i, callback=cb)
+            p.poll(0.01)
+            i += 1
+
+    t = threading.Thread(target=pump)
+    t.start()
+    try:
+        wait_until(lambda: len(acked) > 20, message="records before the move")
+        assert main(["admin", "move-leader", topic, "0", "--to", "2", "--url", url]) == 0
+        moved = json.loads(capsys.readouterr().out)
+        assert (moved["leader"], moved["replicas"][0]) == (2, 2) and moved["leader_epoch"] >= 1
+        wait_until(lambda: leaders_everywhere(b, topic) == {(2,)}, message="broker 2 leads on every broker")
+        before = len(acked)
+        wait_until(lambda: len(acked) > before + 20, message="records after the move")
+    finally:
+        stop.set()
+        t.join()
+        assert p.flush(TIMEOUT) == 0
+    assert failed == [] and {m.partition() for m in acked} == {0}
+    assert sorted(m.offset() for m in acked) == list(range(len(acked)))  # each once, none lost
+    # already leading: nothing to do, still an answer
+    status, again = post(url, f"/api/topics/{topic}/partitions/0/leader", {"broker": 2})
+    assert status == 200 and again["leader"] == 2
+
+
+def test_preferred_election_reassignment_and_expansion(cluster, capsys):
+    b, url = cluster
+    topic = create(b, [[0, 1], [1, 2]])
+    status, r = post(url, f"/api/topics/{topic}/reassign", {"assignments": {"0": [1, 0]}})
+    assert status == 200, r
+    wait_until(lambda: metadata(b.port, topic).topics[0].partitions[0].replica_nodes == [1, 0],
+               message="the new replica order")
+    assert main(["admin", "elect-preferred", topic, "--partitions", "0,1", "--url", url]) == 0
+    results = json.loads(capsys.readouterr().out)["results"]
+    assert results["0"] == "elected" and results["1"].startswith("not needed")
+    wait_until(lambda: leaders_everywhere(b, topic) == {(1, 1)}, message="broker 1 leads both")
+    assert main(["admin", "partition-count", topic, "--count", "4", "--url", url]) == 0
+    wait_until(lambda: len(metadata(b.port, topic).topics[0].partitions) == 4, message="4 partitions")
+    assert main(["admin", "reassign", topic, "--replicas", "3=0,2", "--url", url]) == 0
+    wait_until(lambda: metadata(b.port, topic).topics[0].partitions[3].replica_nodes == [0, 2],
+               message="partition 3 on brokers 0 and 2", ignoring=(Exception,))
+
+
+@pytest.mark.parametrize(("path", "body", "status", "words"), [
+    ("/partitions/0/leader", {"broker": 2}, 409, "not a replica"),
+    ("/partitions/7/leader", {"broker": 0}, 404, "no partition 7"),
+    ("/partitions/0/leader", {"broker": "two"}, 400, "'broker' must be an integer"),
+    ("/partitions/0/leader", None, 400, "JSON object body"),
+    ("/reassign", {"assignments": {"0": [9]}}, 400, "INVALID_REPLICA_ASSIGNMENT"),
+    ("/reassign", {"assignments": []}, 400, "'assignments'"),
+    ("/partition-count", {"count": 1}, 400, "INVALID_PARTITIONS"),
+    ("/elect-preferred", {"partitions": ["a"]}, 400, "list of integers"),
+])
+def test_refusals_say_why_and_change_nothing(cluster, path, body, status, words):
+    b, url = cluster
+    topic = create(b, [[0, 1]])
+    got, answer = post(url, f"/api/topics/{topic}{path}", body)
+    assert got == status and words in answer["error"], answer
+    md = metadata(b.port, topic).topics[0]
+    assert [p.replica_nodes for p in md.partitions] == [[0, 1]] and md.partitions[0].leader_id == 0
+
+
+def test_an_unknown_topic_is_a_404(cluster, capsys):
+    _b, url = cluster
+    assert post(url, "/api/topics/nope/elect-preferred")[0] == 404
+    assert main(["admin", "move-leader", "nope", "0", "--to", "1", "--url", url]) == 1
+    assert "404: unknown topic 'nope'" in capsys.readouterr().err
