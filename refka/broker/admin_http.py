@@ -53,7 +53,7 @@ import json
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
@@ -81,6 +81,19 @@ class ServedBroker:
 
 
 BrokersSource = Callable[[], list[ServedBroker]]
+
+
+class BrokerControl(Protocol):
+    """Stopping and starting this process's brokers (server.Cluster): the state of a broker
+    id ("running", "stopped", None if not this process's), and the operations."""
+
+    def control_state(self, node_id: int) -> str | None: ...
+
+    async def control_stop(self, node_id: int, *, kill: bool) -> None: ...
+
+    async def control_start(self, node_id: int) -> None: ...
+
+    async def control_expire_session(self, node_id: int) -> None: ...
 
 MAX_LIMIT = 1_000_000
 NDJSON = "application/x-ndjson"
@@ -144,6 +157,18 @@ _IDENTITY = {
     "client_id": {"type": ["string", "null"]},
     "software_name": {"type": ["string", "null"], "description": "from ApiVersions v3+ (KIP-511)"},
     "software_version": {"type": ["string", "null"]},
+}
+
+
+# (path action, the state it needs, the state after): POST /api/brokers/{broker}/<action>
+BROKER_OPS = [("stop", "running", "stopped"), ("kill", "running", "stopped"), ("start", "stopped", "running"),
+              ("expire-session", "running", "running")]
+_BROKER_OP_SUMMARY = {
+    "stop": "A controlled shutdown of a broker of this process (its leadership moved away first).",
+    "kill": "A broker of this process stopped at once: connections cut, no controlled shutdown.",
+    "start": "A stopped broker of this process started again (same id, ports and log dirs).",
+    "expire-session": "The broker's metadata-store session expires: its registration goes, the "
+                      "controller sees it fail, and it registers again on a new session.",
 }
 
 
@@ -308,6 +333,13 @@ OPENAPI: dict[str, Any] = {
             "summary": "The broker answers Metadata from its current cache again.",
             "parameters": [_BROKER_PATH],
             "responses": {"200": _METADATA_STATE, **_errors(400, 401, 404)}}},
+        **{f"/api/brokers/{{broker}}/{action}": {"post": {
+            "operationId": "broker" + action.title().replace("-", ""), "security": _MUTATING,
+            "summary": _BROKER_OP_SUMMARY[action], "parameters": [_BROKER_PATH],
+            "responses": {"200": _json_ok(f"the broker is {then}", {"type": "object", "properties": {
+                "broker": {"type": "integer"}, "action": {"type": "string"}, "state": {"type": "string"},
+                "seconds": {"type": "number"}}}), **_errors(400, 401, 404, 409)}}}
+            for action, _want, then in BROKER_OPS},
         "/metrics": {"get": {
             "operationId": "metrics", "summary": "Prometheus text format.",
             "responses": {"200": {"description": "the metrics",
@@ -444,9 +476,11 @@ async def _json_errors(request: web.Request, handler: Callable[[web.Request], An
         return resp
 
 
-def make_app(source: BrokersSource, token: str | None = None) -> web.Application:
+def make_app(source: BrokersSource, token: str | None = None, control: BrokerControl | None = None
+             ) -> web.Application:
     """The admin app over the brokers ``source()`` returns (this process's); with ``token``
-    every call but a GET needs it as a bearer token."""
+    every call but a GET needs it as a bearer token; ``control`` stops and starts them (no
+    broker operations without it)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(RecordingsCollector(source))
 
@@ -610,6 +644,38 @@ def make_app(source: BrokersSource, token: str | None = None) -> web.Application
         count = int_of(await body(request), "count")
         return await operation(admin_ops.set_partition_count(b.metadata, request.match_info["topic"], count))
 
+    def controlled(request: web.Request, want: str) -> int:
+        """The broker id of the path, this process's and in state ``want`` (else 404 / 409)."""
+        raw = request.match_info["broker"]
+        try:
+            node_id = int(raw)
+        except ValueError:
+            raise _Refused(400, f"broker must be a broker id (an integer), got {raw!r}") from None
+        state = control.control_state(node_id) if control is not None else None
+        if state is None:
+            served = ", ".join(str(b.node_id) for b in source()) or "none"
+            raise _Refused(404, f"broker {node_id} is not one of this process's (running: {served})")
+        if state != want:
+            raise _Refused(409, f"broker {node_id} is {state}")
+        return node_id
+
+    def broker_op(action: str, want: str, then: str) -> Callable[[web.Request], Any]:
+        async def op(request: web.Request) -> web.Response:
+            node_id = controlled(request, want)
+            assert control is not None
+            t0 = time.monotonic()
+            if action == "stop":
+                await control.control_stop(node_id, kill=False)
+            elif action == "kill":
+                await control.control_stop(node_id, kill=True)
+            elif action == "start":
+                await control.control_start(node_id)
+            else:
+                await control.control_expire_session(node_id)
+            return web.json_response({"broker": node_id, "action": action, "state": then,
+                                      "seconds": round(time.monotonic() - t0, 3)})
+        return op
+
     async def broker_metadata(request: web.Request) -> web.Response:
         return web.json_response(metadata_state(_broker(request.match_info["broker"], source())))
 
@@ -643,15 +709,18 @@ def make_app(source: BrokersSource, token: str | None = None) -> web.Application
     app.router.add_get("/api/groups", groups, allow_head=False)
     app.router.add_get("/api/groups/{group}", group, allow_head=False)
     app.router.add_get("/api/brokers/{broker}/metadata", broker_metadata, allow_head=False)
+    for action, want, then in BROKER_OPS:
+        app.router.add_post(f"/api/brokers/{{broker}}/{action}", broker_op(action, want, then))
     app.router.add_post("/api/brokers/{broker}/metadata/freeze", freeze_metadata)
     app.router.add_post("/api/brokers/{broker}/metadata/thaw", thaw_metadata)
     app.router.add_get("/metrics", metrics, allow_head=False)
     return app
 
 
-async def start(source: BrokersSource, host: str, port: int, *, token: str | None = None) -> web.AppRunner:
+async def start(source: BrokersSource, host: str, port: int, *, token: str | None = None,
+                control: BrokerControl | None = None) -> web.AppRunner:
     """Serves the admin app on host:port until the runner's ``cleanup()``."""
-    runner = web.AppRunner(make_app(source, token), access_log=None)
+    runner = web.AppRunner(make_app(source, token, control), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return runner

@@ -127,6 +127,40 @@ class Cluster:
                                    max_retries=1 if others and others <= ours_left else None)
             stopped.add(b.node_id)
 
+    # -- the admin API's broker operations (admin_http.BrokerControl)
+
+    def _config(self, node_id: int) -> BrokerConfig | None:
+        return next((c for c in self.configs if c.broker_id == node_id), None)
+
+    def _running(self, node_id: int) -> Broker | None:
+        return next((b for b in self.brokers if b.node_id == node_id), None)
+
+    def control_state(self, node_id: int) -> str | None:
+        """"running", "stopped", or None for a broker this process does not serve."""
+        if self._config(node_id) is None:
+            return None
+        return "running" if self._running(node_id) is not None else "stopped"
+
+    async def control_stop(self, node_id: int, *, kill: bool) -> None:
+        """A controlled shutdown; ``kill``: none, connections cut at once (the broker's
+        registration in the store goes with its session, as after kill -9's session timeout)."""
+        b = self._running(node_id)
+        if b is not None:
+            await self.stop_broker(b, controlled=not kill)
+
+    async def control_start(self, node_id: int) -> None:
+        cfg = self._config(node_id)
+        if cfg is not None and self._running(node_id) is None:
+            b = await self.start_broker(cfg)
+            await asyncio.wait_for(b.ready.wait(), 60.0)
+
+    async def control_expire_session(self, node_id: int) -> None:
+        """The broker's store session expires: its ephemeral registration goes, the controller
+        sees it fail, and it registers again on its new session (a lab's ZooKeeper hiccup)."""
+        b = self._running(node_id)
+        if b is not None and b.controller_side is not None:
+            await b.controller_side.session.expire_session()
+
     def served(self) -> list[ServedBroker]:
         """This process's brokers as the admin API sees them."""
         from .admin_http import ServedBroker  # aiohttp only with --admin-port
@@ -204,7 +238,7 @@ async def _serve(configs: list[BrokerConfig], memory: bool, data_dir: Path, zk: 
 
         try:
             admin = await admin_http.start(cluster.served, args.admin_host, args.admin_port,
-                                             token=args.admin_token)
+                                             token=args.admin_token, control=cluster)
         except OSError as e:
             log.error("admin_start_failed", host=args.admin_host, port=args.admin_port, error=str(e))
             await cluster.stop()

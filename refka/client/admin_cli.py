@@ -11,6 +11,7 @@ exactly what the API offers, nothing more.
     refka admin elect-preferred TOPIC [--partitions 0,1]
     refka admin reassign TOPIC --replicas 0=1,2 [--replicas 1=2,0 ...]
     refka admin partition-count TOPIC --count N         (expand; with KIP-253 also shrink)
+    refka admin stop-broker|kill-broker|start-broker|expire-session N   (this process's brokers)
 
 ``--url`` may come before or after the subcommand; without it ``REFKA_ADMIN_URL``,
 else http://127.0.0.1:8080. A call that changes something sends ``REFKA_ADMIN_TOKEN``
@@ -94,7 +95,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                          description="example: refka admin partition-count orders --count 8")
     pc.add_argument("topic")
     pc.add_argument("--count", type=int, required=True)
-    for q in (c, r, m, cl, tp, gr, mv, el, ra, pc):
+    ops = []
+    for action, what in (("stop-broker", "a controlled shutdown (leadership moved away first)"),
+                         ("kill-broker", "stop at once: connections cut, no controlled shutdown"),
+                         ("start-broker", "start a stopped broker again"),
+                         ("expire-session", "expire its metadata-store session (it registers again)")):
+        op = asub.add_parser(action, help=f"a broker of the admin API's process: {what}",
+                             description=f"example: refka admin {action} 1")
+        op.add_argument("broker", type=int)
+        ops.append(op)
+    for q in (c, r, m, cl, tp, gr, mv, el, ra, pc, *ops):
         _url_arg(q, argparse.SUPPRESS)  # after the subcommand too; the one given wins
         q.add_argument("--json", action="store_true", help="the API's JSON instead of a table")
 
@@ -250,6 +260,10 @@ OPERATIONS: dict[str, Any] = {
     "elect-preferred": lambda a: (f"/api/topics/{_q(a.topic)}/elect-preferred", _partitions(a.partitions)),
     "reassign": lambda a: (f"/api/topics/{_q(a.topic)}/reassign", {"assignments": _replicas(a.replicas)}),
     "partition-count": lambda a: (f"/api/topics/{_q(a.topic)}/partition-count", {"count": a.count}),
+    "stop-broker": lambda a: (f"/api/brokers/{a.broker}/stop", None),
+    "kill-broker": lambda a: (f"/api/brokers/{a.broker}/kill", None),
+    "start-broker": lambda a: (f"/api/brokers/{a.broker}/start", None),
+    "expire-session": lambda a: (f"/api/brokers/{a.broker}/expire-session", None),
 }
 
 

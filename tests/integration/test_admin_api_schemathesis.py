@@ -44,7 +44,8 @@ def test_every_operation_answers_as_its_document_says(admin_schema):
         "/api/brokers/{broker}/metadata/freeze", "/api/brokers/{broker}/metadata/thaw", "/api/cluster",
         "/api/topics", "/api/topics/{topic}", "/api/groups", "/api/groups/{group}",
         "/api/topics/{topic}/partitions/{partition}/leader", "/api/topics/{topic}/elect-preferred",
-        "/api/topics/{topic}/reassign", "/api/topics/{topic}/partition-count"}
+        "/api/topics/{topic}/reassign", "/api/topics/{topic}/partition-count",
+        *(f"/api/brokers/{{broker}}/{a}" for a in ("stop", "kill", "start", "expire-session"))}
     for op in operations:
         @given(case=op.as_strategy())
         @settings(max_examples=40, deadline=None)

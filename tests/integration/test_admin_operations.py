@@ -144,3 +144,45 @@ def test_an_unknown_topic_is_a_404(cluster, capsys):
     assert post(url, "/api/topics/nope/elect-preferred")[0] == 404
     assert main(["admin", "move-leader", "nope", "0", "--to", "1", "--url", url]) == 1
     assert "404: unknown topic 'nope'" in capsys.readouterr().err
+
+
+def listed_brokers(b: BrokerProcess, via: int) -> list[int]:
+    return sorted(x.node_id for x in metadata(b.port + via, "__none__").brokers)
+
+
+def test_stop_kill_start_and_expire_a_brokers_session(cluster, capsys):
+    b, url = cluster
+    topic = create(b, [[1, 0]])
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5, "acks": "all"})
+    failed: list = []
+    try:
+        p.produce(topic, b"before", callback=lambda err, _m: err and failed.append(err))
+        assert p.flush(TIMEOUT) == 0
+        # a controlled shutdown of the leader: its leadership moves first, the producer goes on
+        assert main(["admin", "--url", url, "stop-broker", "1"]) == 0
+        assert json.loads(capsys.readouterr().out)["state"] == "stopped"
+        assert listed_brokers(b, 0) == [0, 2]
+        assert metadata(b.port, topic).topics[0].partitions[0].leader_id == 0
+        p.produce(topic, b"after stop", callback=lambda err, _m: err and failed.append(err))
+        assert p.flush(TIMEOUT) == 0 and failed == []
+        assert post(url, "/api/brokers/1/stop")[0] == 409  # stopped already
+        assert post(url, "/api/brokers/1/expire-session")[0] == 409
+        assert post(url, "/api/brokers/1/start")[0] == 200
+        wait_until(lambda: listed_brokers(b, 0) == [0, 1, 2], message="broker 1 back")
+        assert post(url, "/api/brokers/1/start")[0] == 409  # running already
+        # a kill: no controlled shutdown, the broker is gone from the cluster at once
+        assert post(url, "/api/brokers/2/kill") == (200, {"broker": 2, "action": "kill", "state": "stopped",
+                                                           "seconds": pytest.approx(0, abs=30)})
+        wait_until(lambda: listed_brokers(b, 0) == [0, 1], message="broker 2 gone")
+        assert post(url, "/api/brokers/2/start")[0] == 200
+        wait_until(lambda: listed_brokers(b, 0) == [0, 1, 2], message="broker 2 back")
+        # an expired session: the registration goes and comes back on a new session
+        assert post(url, "/api/brokers/0/expire-session")[0] == 200
+        wait_until(lambda: listed_brokers(b, 1) == [0, 1, 2], message="broker 0 registered again",
+                   ignoring=(Exception,))
+        assert post(url, "/api/brokers/7/stop")[0] == 404
+    finally:
+        for n in (1, 2):
+            post(url, f"/api/brokers/{n}/start")
+        wait_until(lambda: listed_brokers(b, 0) == [0, 1, 2], message="every broker back", ignoring=(Exception,))
+        p.flush(TIMEOUT)
