@@ -380,7 +380,14 @@ class RecordingsCollector:
             for (client_id, software), (topics, alls) in sorted(b.metadata_counts().items()):
                 named.add_metric([bid, client_id, software], topics)
                 every.add_metric([bid, client_id, software], alls)
-        yield from (requests, req_bytes, resp_bytes, named, every)
+        unserved = CounterMetricFamily(
+            "refka_unserved_requests", "Requests refused because refka does not serve the feature "
+            "(an API or version, a transactional id), per client and reason.",
+            labels=["broker", "client_id", "software_name", "reason"])
+        for served in self.source():
+            for (client_id, software, reason), n in sorted(served.recordings.unserved.items()):
+                unserved.add_metric([str(served.node_id), client_id, software, reason], n)
+        yield from (requests, req_bytes, resp_bytes, named, every, unserved)
 
 
 def _refuse(status: int, message: str) -> web.Response:

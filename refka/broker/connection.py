@@ -8,6 +8,9 @@ slot in a queue and the queue is flushed from its head.
 A malformed or oversized frame, an unknown API key, or a version we do not
 serve (other than ApiVersions, which answers v0 with UNSUPPORTED_VERSION, as
 Kafka does) closes this connection with a warning; everyone else is served on.
+A Kafka API refka does not serve, or a version of one it serves above or below
+the served ones, is logged once per client and reason instead
+(``request_not_served``, recording.py) and counted in the metrics.
 
 Bytes are received straight into one buffer per connection
 (``asyncio.BufferedProtocol``), reused from its start whenever every frame in
@@ -53,6 +56,7 @@ from refka.protocol import (
     peek_request_header,
 )
 from refka.protocol.codec import EncodeError
+from refka.protocol.kafka_apis import kafka_api_name
 from refka.protocol.messages.api_versions import ApiVersions
 
 from .logging import get_logger
@@ -61,6 +65,15 @@ from .registry import HANDLERS, Handler, api_versions_response
 from .stats import Stats
 
 log = get_logger("refka.connection")
+
+# Why an API key refka does not serve is not served, where the README says it.
+_WHY_NOT = {
+    **dict.fromkeys((24, 25, 26, 27, 28, 61, 65, 66), ": transactions are not served (README, Not yet served)"),
+    68: ": KIP-848's consumer group protocol is not served; use group.protocol=classic",
+    69: ": KIP-848's consumer group protocol is not served; use group.protocol=classic",
+    **dict.fromkeys((17, 36), ": SASL is not served (PLAINTEXT listeners only)"),
+    **dict.fromkeys((76, 77, 78, 79), ": KIP-932's share groups are not served"),
+}
 
 _MAX_IN_FLIGHT = 512  # stop reading when this many responses are pending
 _RECV_BUFFER = 256 * 1024  # receive buffer lent to a connection; grows for larger frames
@@ -136,6 +149,13 @@ class RequestContext:
         self.size = size  # of the request frame, with its length prefix
         # Metadata: the topics the request named, or recording.ALL_TOPICS (recording.py)
         self.topics: Any = None
+
+    def not_served(self, reason: str, answer: ErrorCode) -> None:
+        """A handler refuses what refka does not serve (a transactional id): counted and logged
+        once per client and reason (recording.py's note_unserved)."""
+        rec = self.conn.recording
+        self.broker.recordings.note_unserved(self.client_id, rec.software_name if rec is not None else None,
+                                             reason, answer.name, peer=self.conn.peer)
 
 
 class _Slot:
@@ -309,13 +329,26 @@ class Connection(asyncio.BufferedProtocol):
 
     # -- requests
 
-    def abort(self, event: str, **fields: Any) -> None:
-        """Closes this connection because the peer broke the protocol."""
+    def abort(self, event: str, *, quiet: bool = False, **fields: Any) -> None:
+        """Closes this connection because the peer broke the protocol (logged at warning level;
+        at debug when ``quiet``, for a refusal ``_not_served`` logged once per client)."""
         if not self.closed:
-            log.warning(event, peer=self.peer, **fields)
+            (log.debug if quiet else log.warning)(event, peer=self.peer, **fields)
             self.closed = True
             if self.transport is not None:
                 self.transport.close()
+
+    def _not_served(self, frame: memoryview, reason: str, **fields: Any) -> None:
+        """The request asks for an API or version refka does not serve: counted and logged once
+        per client and reason (recording.py); the client id read from the header (v1's layout,
+        which every later header version starts with), if it reads."""
+        try:
+            client_id = decode_request_header(frame, 1)[0].client_id
+        except DecodeError:
+            client_id = None
+        software = self.recording.software_name if self.recording is not None else None
+        self.broker.recordings.note_unserved(client_id, software, reason, "connection closed (as Kafka does)",
+                                             peer=self.peer, **fields)
 
     def _on_frame(self, frame: memoryview) -> None:
         received = time.monotonic()
@@ -326,14 +359,22 @@ class Connection(asyncio.BufferedProtocol):
             return
         handler = HANDLERS.get(api_key)
         if handler is None:
-            self.abort("unknown_api_key", api_key=api_key, api_version=version)
+            name = kafka_api_name(api_key)
+            if name == "unknown":  # no Kafka API: garbage, a protocol break like any other
+                self.abort("unknown_api_key", api_key=api_key, api_version=version)
+                return
+            self._not_served(frame, f"API {name} (key {api_key}) is not served" + _WHY_NOT.get(api_key, ""),
+                             api_key=api_key, api_version=version)
+            self.abort("unknown_api_key", quiet=True, api_key=api_key, api=name, api_version=version)
             return
         if not handler.min_version <= version <= handler.max_version:
             if api_key == ApiVersions.key:
                 self._answer_api_versions_fallback(correlation_id)
                 return
-            self.abort("unsupported_version", api=handler.api.name, api_version=version,
-                       served=f"{handler.min_version}-{handler.max_version}")
+            served = f"{handler.min_version}-{handler.max_version}"
+            self._not_served(frame, f"{handler.api.name} v{version} is not served (v{served} are)",
+                             api_key=api_key, api_version=version)
+            self.abort("unsupported_version", quiet=True, api=handler.api.name, api_version=version, served=served)
             return
         api = handler.api
         # Before the broker is ready, client requests wait: decode from a copy,

@@ -25,6 +25,12 @@ metrics count every request ever answered. ``RecordFile`` (``refka serve
 entries are queued on the loop, formatted and written by a thread
 (``asyncio.to_thread``) every ``flush_interval`` seconds, so the event loop
 never waits for the disk.
+
+Requests refused because refka does not serve the feature (``note_unserved``: an
+API key or version it does not serve, a transactional id, KIP-848's
+ConsumerGroupHeartbeat) are counted per (client id, software, reason) and logged
+at warning level once per client and reason, with the error code answered, so a
+user whose pipeline dies on one sees why in the broker's log and metrics.
 """
 
 from __future__ import annotations
@@ -210,6 +216,8 @@ class BrokerRecordings:
         self.totals: dict[tuple[str, str, int], list[int]] = {}
         # (client_id, software_name) -> [topics named, all-topics requests]
         self.metadata_totals: dict[tuple[str, str], list[int]] = {}
+        # (client_id, software_name, reason) -> requests refused as not served (note_unserved)
+        self.unserved: dict[tuple[str, str, str], int] = {}
 
     @classmethod
     def from_config(cls, broker_id: int, cfg: Any, sink: RecordFile | None = None) -> BrokerRecordings:
@@ -241,6 +249,17 @@ class BrokerRecordings:
     def recordings(self) -> list[ConnectionRecording]:
         """The recently closed connections, then the open ones, each oldest first."""
         return [*self.closed, *sorted(self.open, key=lambda r: r.opened_ms)]
+
+    def note_unserved(self, client_id: str | None, software: str | None, reason: str, answer: str,
+                      **fields: Any) -> None:
+        """A request refused because refka does not serve what it asks (module docstring):
+        counted; logged at warning level the first time for this client and reason."""
+        key = (client_id or "", software or "", reason)
+        n = self.unserved.get(key, 0)
+        self.unserved[key] = n + 1
+        if not n:
+            log.warning("request_not_served", broker=self.broker_id, client_id=client_id, software=software,
+                        reason=reason, answer=answer, **fields)
 
     def request_counts(self) -> dict[tuple[str, str, int], list[int]]:
         """Requests, request bytes, response bytes per (client id, software name, api key),

@@ -333,10 +333,10 @@ CLOSING_INPUTS = {
     "truncated_produce_body": (_truncated_produce(), "malformed_request", "api=Produce"),
     "truncated_metadata_body": (_truncated_metadata(), "malformed_request", "api=Metadata"),
     "unknown_api_key": (framed(_header(32000, 0, header_version=1)), "unknown_api_key", "api_key=32000"),
-    "unsupported_metadata_version": (
+    "unsupported_metadata_version": (  # logged once per client and reason (test_unserved_requests.py)
         framed(_header(Metadata.key, 99) + b"\x00\x00"),
-        "unsupported_version",
-        "api_version=99",
+        "request_not_served",
+        "Metadata v99 is not served",
     ),
 }
 

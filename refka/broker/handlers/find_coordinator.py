@@ -83,6 +83,9 @@ def handle_find_coordinator(ctx, req):
     v = ctx.api_version
     key_type = req.key_type if v >= 1 else KEY_TYPE_GROUP
     listener = ctx.conn.listener
+    if key_type == KEY_TYPE_TRANSACTION:
+        ctx.not_served("transactions: FindCoordinator for a transactional id",
+                       ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     if v >= 4:
         out = []
         for key in req.coordinator_keys:

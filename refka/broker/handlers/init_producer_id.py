@@ -41,6 +41,8 @@ Resp = InitProducerId.Response
 @handles(InitProducerId.key, 0, 5)
 async def handle_init_producer_id(ctx, req):
     if req.transactional_id is not None:
+        ctx.not_served("transactions: InitProducerId with a transactional id",
+                       ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         return Resp(error_code=ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, producer_id=-1, producer_epoch=-1)
     broker = ctx.broker
     side = broker.controller_side

@@ -122,6 +122,7 @@ def handle_produce(ctx, req):
     hinted_leaders: set[int] = set()
     want_hints = ctx.api_version >= 10 and hints_enabled(broker.config)
     if req.transactional_id is not None:
+        ctx.not_served("transactions: Produce with a transactional id", ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         for t in req.topic_data:
             out.append(RTopic(name=t.name, partition_responses=[
                 _error(p.index, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED, "transactions are not served")
