@@ -40,23 +40,36 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
 
 
 def _add_topics(sub: argparse._SubParsersAction) -> None:
-    p = sub.add_parser("topics", help="manage topics on a running broker")
-    p.add_argument("--bootstrap-server", "-b", default="127.0.0.1:9092")
+    p = sub.add_parser("topics", help="manage topics on a running broker",
+                       description="Topics over the Kafka protocol, as kafka-topics.sh. -b/--bootstrap-server "
+                                   "may come before or after the subcommand.")
+    p.add_argument("--bootstrap-server", "-b", default="127.0.0.1:9092",
+                   help="a broker to ask (default 127.0.0.1:9092)")
     tsub = p.add_subparsers(dest="action", required=True)
-    c = tsub.add_parser("create")
+
+    def action(name: str, help: str, example: str) -> argparse.ArgumentParser:
+        a = tsub.add_parser(name, help=help, description=f"{help}. example: refka topics {example}")
+        # after the subcommand too, as Kafka's tools and people type it; the one given wins
+        a.add_argument("--bootstrap-server", "-b", default=argparse.SUPPRESS, help="a broker to ask")
+        return a
+
+    c = action("create", "create a topic", "create orders -p 6 -r 3 -c cleanup.policy=compact -b 127.0.0.1:9092")
     c.add_argument("topic")
     c.add_argument("--partitions", "-p", type=int, default=-1)
     c.add_argument("--replication-factor", "-r", type=int, default=-1)
     c.add_argument("--config", "-c", action="append", default=[], metavar="KEY=VALUE")
-    tsub.add_parser("list")
-    d = tsub.add_parser("describe")
+    ls = action("list", "list the topics", "list -b 127.0.0.1:9092")
+    d = action("describe", "describe topics (all by default): partitions, leaders, epochs, replicas, ISR",
+               "describe orders -b 127.0.0.1:9092")
     d.add_argument("topic", nargs="*")
-    x = tsub.add_parser("delete")
+    for q in (ls, d):
+        q.add_argument("--json", action="store_true", help="JSON instead of text")
+    x = action("delete", "delete topics", "delete orders")
     x.add_argument("topic", nargs="+")
-    a = tsub.add_parser("alter", help="grow or (KIP-253) shrink a topic's partition count")
+    a = action("alter", "grow or (KIP-253) shrink a topic's partition count", "alter orders -p 8")
     a.add_argument("topic")
     a.add_argument("--partitions", "-p", type=int, required=True, help="the new partition count")
-    r = tsub.add_parser("delete-records", help="move log start offsets forward (DeleteRecords)")
+    r = action("delete-records", "move log start offsets forward (DeleteRecords)", "delete-records orders:0:100")
     r.add_argument("offsets", nargs="+", metavar="TOPIC:PARTITION:OFFSET",
                    help="delete the records before OFFSET (-1: the high watermark)")
 

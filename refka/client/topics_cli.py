@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import sys
 from collections import defaultdict
 
@@ -57,18 +58,34 @@ async def _metadata(conn, names):
 
 async def _list(conn, args) -> int:
     resp = await _metadata(conn, None)
-    for t in sorted(resp.topics, key=lambda t: t.name or ""):
-        print(t.name)
+    names = sorted(t.name for t in resp.topics if t.name)
+    if getattr(args, "json", False):
+        print(json.dumps(names))
+        return 0
+    for name in names:
+        print(name)
     return 0
+
+
+def _topic_json(t) -> dict:
+    return {"topic": t.name, "topic_id": t.topic_id.hex() if t.topic_id else None,
+            "topic_epoch": t.topic_epoch,
+            "partitions": [{"partition": p.partition_index, "leader": p.leader_id, "leader_epoch": p.leader_epoch,
+                            "replicas": list(p.replica_nodes), "isr": list(p.isr_nodes)}
+                           for p in sorted(t.partitions, key=lambda p: p.partition_index)]}
 
 
 async def _describe(conn, args) -> int:
     resp = await _metadata(conn, args.topic)
     rc = 0
+    found = []
     for t in sorted(resp.topics, key=lambda t: t.name or ""):
         if t.error_code:
             print(f"{t.name}: {_err(t.error_code)}", file=sys.stderr)
             rc = 1
+            continue
+        if getattr(args, "json", False):
+            found.append(_topic_json(t))
             continue
         tid = t.topic_id.hex() if t.topic_id else "-"
         print(f"Topic: {t.name}\tTopicId: {tid}\tPartitionCount: {len(t.partitions)}\t"
@@ -77,6 +94,8 @@ async def _describe(conn, args) -> int:
             print(f"\tTopic: {t.name}\tPartition: {p.partition_index}\tLeader: {p.leader_id}\t"
                   f"LeaderEpoch: {p.leader_epoch}\tReplicas: {','.join(map(str, p.replica_nodes))}\t"
                   f"Isr: {','.join(map(str, p.isr_nodes))}")
+    if getattr(args, "json", False):
+        print(json.dumps(found, indent=2))
     return rc
 
 

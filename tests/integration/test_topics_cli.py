@@ -6,6 +6,7 @@ naming the topic and the Kafka error, never a traceback.
 
 from __future__ import annotations
 
+import json
 import re
 import subprocess
 import sys
@@ -234,3 +235,27 @@ def test_delete_records_refused(cli_broker, admin):
     assert proc.stderr.strip() == f"refka topics: {t}:7: UNKNOWN_TOPIC_OR_PARTITION"
     proc = topics(cli_broker.bootstrap, "delete-records", f"{t}-0")
     assert proc.returncode == 2 and "TOPIC:PARTITION:OFFSET" in proc.stderr
+
+
+def test_bootstrap_server_after_the_subcommand_json_output_and_help_examples(cli_broker):
+    t = _topic("cli-b")
+    proc = subprocess.run([sys.executable, "-m", "refka", "topics", "create", t, "-p", "2", "-b",
+                           cli_broker.bootstrap], capture_output=True, text=True, timeout=WAIT_S)
+    assert (proc.returncode, proc.stdout) == (0, f"created topic {t}\n"), proc.stderr
+    proc = subprocess.run([sys.executable, "-m", "refka", "topics", "describe", t, "--json",
+                           "--bootstrap-server", cli_broker.bootstrap], capture_output=True, text=True, timeout=WAIT_S)
+    assert proc.returncode == 0, proc.stderr
+    (d,) = json.loads(proc.stdout)
+    assert d["topic"] == t and [p["partition"] for p in d["partitions"]] == [0, 1]
+    assert all(p["leader"] == 0 and p["isr"] == [0] for p in d["partitions"])
+    listed = subprocess.run([sys.executable, "-m", "refka", "topics", "list", "--json", "-b", cli_broker.bootstrap],
+                            capture_output=True, text=True, timeout=WAIT_S)
+    assert t in json.loads(listed.stdout)
+    # the one after the subcommand wins over the one before it
+    wrong = f"127.0.0.1:{free_port_block()}"
+    proc = topics(wrong, "list", "-b", cli_broker.bootstrap)
+    assert proc.returncode == 0 and t in proc.stdout.splitlines()
+    for action in ("create", "list", "describe", "delete", "alter", "delete-records"):
+        helped = subprocess.run([sys.executable, "-m", "refka", "topics", action, "--help"],
+                                capture_output=True, text=True, timeout=WAIT_S)
+        assert helped.returncode == 0 and "example: refka topics" in helped.stdout, action
