@@ -57,12 +57,13 @@ from typing import Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
-from prometheus_client.core import CounterMetricFamily
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
 from refka.protocol import ErrorCode
 
 from . import admin_ops, admin_views, recording
 from .admin_views import PartitionLookup
+from .broker_metrics import LATENCY_BUCKETS_MS, MetricsSnapshot
 from .metadata_cache import MetadataCache
 from .recording import BrokerRecordings, api_name
 
@@ -78,6 +79,7 @@ class ServedBroker:
     metadata: MetadataCache
     partitions: PartitionLookup | None = None
     groups: Any = None
+    metrics: Callable[[], MetricsSnapshot] | None = None  # the broker's own metrics (broker_metrics.py)
 
 
 BrokersSource = Callable[[], list[ServedBroker]]
@@ -388,6 +390,67 @@ class RecordingsCollector:
             for (client_id, software, reason), n in sorted(served.recordings.unserved.items()):
                 unserved.add_metric([str(served.node_id), client_id, software, reason], n)
         yield from (requests, req_bytes, resp_bytes, named, every, unserved)
+        yield from self.broker_metrics()
+
+    def broker_metrics(self) -> Iterator[Any]:
+        """Kafka's broker metrics under the JMX exporter's names (broker_metrics.py)."""
+        def counter(name: str, doc: str, labels: list[str]) -> CounterMetricFamily:
+            return CounterMetricFamily(name, doc, labels=labels)
+
+        def gauge(name: str, doc: str, labels: list[str]) -> GaugeMetricFamily:
+            return GaugeMetricFamily(name, doc, labels=labels)
+
+        bt = ["broker", "topic"]
+        messages_in = counter("kafka_server_brokertopicmetrics_messagesin", "Records appended (Produce).", bt)
+        bytes_in = counter("kafka_server_brokertopicmetrics_bytesin", "Record batch bytes appended (Produce).", bt)
+        bytes_out = counter("kafka_server_brokertopicmetrics_bytesout", "Record bytes read by consumers (Fetch).", bt)
+        repl_out = counter("kafka_server_brokertopicmetrics_replicationbytesout",
+                           "Record bytes read by followers (Fetch).", bt)
+        shrinks = counter("kafka_server_replicamanager_isrshrinks", "ISR shrinks written by this leader.",
+                          ["broker"])
+        expands = counter("kafka_server_replicamanager_isrexpands", "ISR expansions written by this leader.",
+                          ["broker"])
+        leaders = gauge("kafka_server_replicamanager_leadercount", "Partitions this broker leads.", ["broker"])
+        parts = gauge("kafka_server_replicamanager_partitioncount", "Partitions hosted here.", ["broker"])
+        urp = gauge("kafka_server_replicamanager_underreplicatedpartitions",
+                    "Partitions led here whose ISR is smaller than their replicas.", ["broker"])
+        urp_each = gauge("kafka_cluster_partition_underreplicated",
+                         "1 for each partition led here whose ISR is smaller than its replicas (only those).",
+                         ["broker", "topic", "partition"])
+        active = gauge("kafka_controller_kafkacontroller_activecontrollercount",
+                       "1 on the broker that is the active controller.", ["broker"])
+        offline = gauge("kafka_controller_kafkacontroller_offlinepartitionscount",
+                        "Partitions without a leader (reported by the active controller).", ["broker"])
+        latency = HistogramMetricFamily("kafka_network_requestmetrics_totaltimems",
+                                        "Request time (ms) from the frame read to the answer written or queued.",
+                                        labels=["broker", "api"])
+        for served in self.source():
+            if served.metrics is None:
+                continue
+            m = served.metrics()
+            b = str(served.node_id)
+            for topic, (n_in, b_in, b_out, r_out) in sorted(m.topics.items()):
+                messages_in.add_metric([b, topic], n_in)
+                bytes_in.add_metric([b, topic], b_in)
+                bytes_out.add_metric([b, topic], b_out)
+                repl_out.add_metric([b, topic], r_out)
+            shrinks.add_metric([b], m.isr_shrinks)
+            expands.add_metric([b], m.isr_expands)
+            leaders.add_metric([b], m.leader_count)
+            parts.add_metric([b], m.partition_count)
+            urp.add_metric([b], len(m.under_replicated))
+            for topic, index in m.under_replicated:
+                urp_each.add_metric([b, topic, str(index)], 1)
+            active.add_metric([b], m.active_controller)
+            offline.add_metric([b], m.offline_partitions)
+            for key, h in sorted(m.latency.items()):
+                cumulative, buckets = 0.0, []
+                for bound, n in zip((*LATENCY_BUCKETS_MS, float("inf")), h[:-2], strict=True):
+                    cumulative += n
+                    buckets.append(("+Inf" if bound == float("inf") else str(bound), cumulative))
+                latency.add_metric([b, api_name(key)], buckets, h[-2])
+        yield from (messages_in, bytes_in, bytes_out, repl_out, shrinks, expands, leaders, parts, urp, urp_each,
+                    active, offline, latency)
 
 
 def _refuse(status: int, message: str) -> web.Response:

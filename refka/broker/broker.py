@@ -28,6 +28,7 @@ from refka.common import Endpoint
 
 from . import handlers as _handlers  # noqa: F401  (registers every handler)
 from . import logging as _rlog
+from .broker_metrics import LatencyHistograms, MetricsSnapshot, TopicTraffic, snapshot
 from .config import BrokerConfig
 from .connection import Connection, ConnectionLimits
 from .controller_side import ControllerSide, ProducerIdManager
@@ -53,6 +54,8 @@ class Broker:
         self.metadata = MetadataCache()
         self.stats = Stats()
         self.recordings = BrokerRecordings.from_config(self.node_id, config, record_file)
+        self.traffic = TopicTraffic()  # Kafka's BrokerTopicMetrics per topic (broker_metrics.py)
+        self.latency = LatencyHistograms()
         self.connections: set[Connection] = set()
         self.queued_request_bytes = 0  # queued.max.request.bytes counts these (connection.py)
         self.tasks: set[asyncio.Task[Any]] = set()
@@ -105,6 +108,12 @@ class Broker:
                 if c.idle_for_ms(now) > max_idle_ms and c.transport is not None:
                     log.info("connection_idle_closed", broker=self.node_id, peer=c.peer)
                     c.transport.close()
+
+    def metrics_snapshot(self) -> MetricsSnapshot:
+        """This broker's metrics for a /metrics scrape (broker_metrics.py)."""
+        side = self.controller_side
+        return snapshot(self.traffic, self.latency, self.replicas.partitions.values(), self.replicas.isr,
+                        lambda: side.active_controller if side is not None else None)
 
     @property
     def advertised(self) -> list[Endpoint]:

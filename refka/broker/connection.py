@@ -59,6 +59,7 @@ from refka.protocol.codec import EncodeError
 from refka.protocol.kafka_apis import kafka_api_name
 from refka.protocol.messages.api_versions import ApiVersions
 
+from .broker_metrics import LatencyHistograms
 from .logging import get_logger
 from .recording import BrokerRecordings, ConnectionRecording
 from .registry import HANDLERS, Handler, api_versions_response
@@ -128,6 +129,7 @@ class ConnectionOwner(Protocol):
     ready: asyncio.Event  # set once the controller's first UpdateMetadata named this broker
     stats: Stats
     recordings: BrokerRecordings  # this broker's per-connection request recordings (recording.py)
+    latency: LatencyHistograms  # request latency per API (broker_metrics.py)
     request_log: bool
     queued_request_bytes: int  # of requests read and not yet answered, over all connections
 
@@ -442,9 +444,11 @@ class Connection(asyncio.BufferedProtocol):
             size = len(header) + sum(len(c) for c in body)
             chunks = [size.to_bytes(4, "big") + header, *body]
         rec = self.recording
+        now = time.monotonic()
+        self.broker.latency.observe(handler.api.key, (now - ctx.received) * 1000)
         if rec is not None and rec.active:
             rec.add(handler.api, ctx.api_version, ctx.correlation_id, ctx.client_id, ctx.topics, ctx.size,
-                    response, size + 4, ctx.received, time.monotonic())
+                    response, size + 4, ctx.received, now)
         if self.broker.request_log:
             log.debug("request", api=handler.api.name, api_version=ctx.api_version,
                       correlation_id=ctx.correlation_id, client_id=ctx.client_id, peer=self.peer,

@@ -165,7 +165,8 @@ class Cluster:
         """This process's brokers as the admin API sees them."""
         from .admin_http import ServedBroker  # aiohttp only with --admin-port
 
-        return [ServedBroker(b.node_id, b.recordings, b.metadata, b.replicas.get, b.groups) for b in self.brokers]
+        return [ServedBroker(b.node_id, b.recordings, b.metadata, b.replicas.get, b.groups, b.metrics_snapshot)
+                for b in self.brokers]
 
     @property
     def bootstrap(self) -> str:

@@ -249,6 +249,12 @@ class Controller:
         """The reassignments in progress (of ``partitions``, or all): (replicas, adding, removing)."""
         return self._reassignment.ongoing(partitions)
 
+    def offline_partition_count(self) -> int:
+        """Kafka's OfflinePartitionsCount: partitions without a leader, topics queued for
+        deletion left out (as Kafka's controller leaves them out)."""
+        deleting = self._topics.deleting
+        return sum(1 for tp in self.context.pstates.keys_in(PartitionStateName.OFFLINE) if tp[0] not in deleting)
+
     def partition_state(self, topic: str, partition: int) -> PartitionStateZnode | None:
         """The controller's view of a partition (while active)."""
         return self.context.states.get((topic, partition))

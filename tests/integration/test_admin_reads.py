@@ -115,3 +115,57 @@ def test_admin_token_from_the_environment_guards_changes_and_refka_admin_sends_i
         monkeypatch.setenv("REFKA_ADMIN_TOKEN", "t0k")
         assert main(["admin", "stale-metadata", "--broker", "0", "--freeze", "--url", url]) == 0
         assert "FROZEN" in capsys.readouterr().out
+
+
+def broker_metrics(url: str) -> dict[tuple[str, tuple], float]:
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(f"{url}/metrics", timeout=30) as r:
+        text = r.read().decode()
+    return {(s.name, tuple(sorted(s.labels.items()))): s.value
+            for f in text_string_to_metric_families(text) for s in f.samples}
+
+
+def total(m: dict, name: str, **labels: str) -> float:
+    return sum(v for (n, lab), v in m.items() if n == name and all(dict(lab).get(k) == x for k, x in labels.items()))
+
+
+def test_broker_metrics_count_known_traffic_and_an_isr_shrink(tmp_path):
+    admin_port = free_port_block()
+    with BrokerProcess(tmp_path / "data", brokers=2, memory=True, extra_args=["--admin-port", str(admin_port)],
+                       overrides={"replica.lag.time.max.ms": "1000", "group.initial.rebalance.delay.ms": "0"}) as b:
+        url = f"http://127.0.0.1:{admin_port}"
+        topic = "metered"
+        a = KafkaAdminClient(bootstrap_servers=b.bootstrap)
+        a.create_topics([NewTopic(topic, num_partitions=-1, replication_factor=-1, replica_assignments={0: [0, 1]})])
+        a.close()
+        p = KafkaProducer(bootstrap_servers=b.bootstrap, acks="all")
+        for i in range(20):
+            p.send(topic, b"x" * 100, partition=0).get(30)
+        p.close()
+        c = KafkaConsumer(topic, bootstrap_servers=b.bootstrap, auto_offset_reset="earliest",
+                          consumer_timeout_ms=5000)
+        assert len([m for m in c]) == 20
+        c.close()
+        m = broker_metrics(url)
+        assert total(m, "kafka_server_brokertopicmetrics_messagesin_total", topic=topic) == 20
+        assert total(m, "kafka_server_brokertopicmetrics_bytesin_total", topic=topic) > 2000
+        assert total(m, "kafka_server_brokertopicmetrics_bytesout_total", topic=topic) > 2000
+        assert total(m, "kafka_server_brokertopicmetrics_replicationbytesout_total", topic=topic) > 2000
+        assert total(m, "kafka_controller_kafkacontroller_activecontrollercount") == 1
+        assert total(m, "kafka_server_replicamanager_leadercount", broker="0") >= 1
+        assert total(m, "kafka_server_replicamanager_underreplicatedpartitions") == 0
+        assert total(m, "kafka_network_requestmetrics_totaltimems_count", api="Produce") >= 20
+        assert total(m, "kafka_network_requestmetrics_totaltimems_bucket", api="Produce", le="+Inf") >= 20
+        # the follower stops: the controller takes it out of the ISR (a shrink the leader did not
+        # write, so IsrShrinks does not count it, as in Kafka), the partition is under-replicated
+        assert main(["admin", "--url", url, "kill-broker", "1"]) == 0
+        wait_until(lambda: total(broker_metrics(url), "kafka_server_replicamanager_underreplicatedpartitions") == 1,
+                   message="the partition under-replicated")
+        m = broker_metrics(url)
+        assert total(m, "kafka_cluster_partition_underreplicated", topic=topic, partition="0") == 1
+        assert main(["admin", "--url", url, "start-broker", "1"]) == 0
+        wait_until(lambda: total(broker_metrics(url), "kafka_server_replicamanager_isrexpands_total") >= 1,
+                   message="the ISR expanded again (the leader writes it)")
+        wait_until(lambda: total(broker_metrics(url), "kafka_server_replicamanager_underreplicatedpartitions") == 0,
+                   message="fully replicated again")

@@ -142,6 +142,7 @@ def _read_partition(broker, sp: SessionPartition, undeleted: int, budget: int, m
     if res.size:
         r.records = res.records
         r.size = res.size
+        broker.traffic.fetched(sp.topic, res.size, replica >= 0)
     return r
 
 

@@ -198,6 +198,8 @@ def handle_produce(ctx, req):
             except OSError as e:
                 parts_out.append(_error(idx, ErrorCode.KAFKA_STORAGE_ERROR, str(e)))
                 continue
+            if not info.duplicate:
+                broker.traffic.produced(name, info.records_count, len(records))
             r = RPart(
                 index=idx,
                 error_code=NONE,

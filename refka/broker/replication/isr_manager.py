@@ -60,6 +60,8 @@ class IsrManager:
         self.lag_time_max_ms: int = config["replica.lag.time.max.ms"]
         self._writes: set[TopicPartition] = set()
         self._shrink_task: asyncio.Task[None] | None = None
+        self.shrinks = 0  # Kafka's IsrShrinksPerSec and IsrExpandsPerSec, as counts (broker_metrics.py)
+        self.expands = 0
 
     def broker_epoch(self) -> int:
         return self.writer.broker_epoch if self.writer is not None else -1
@@ -101,6 +103,10 @@ class IsrManager:
                 state.isr = list(isr)
                 state.zk_version = version
                 p.on_isr_changed()
+                if why == "shrink":
+                    self.shrinks += 1
+                else:
+                    self.expands += 1
             log.info("isr_changed", broker=self.node_id, topic=p.topic, partition=p.index, change=why,
                      isr=isr, leader_epoch=state.leader_epoch, zk_version=version)
             await writer.notify_isr_change(p.topic, p.index)

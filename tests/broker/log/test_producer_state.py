@@ -407,7 +407,8 @@ async def test_init_producer_id_answers_retriably_without_the_store(tmp_path):
 
     req = InitProducerId.Request(transactional_id=None, transaction_timeout_ms=-1)
     broker = SimpleNamespace(node_id=0, controller_side=None, producer_ids=ProducerIdManager(0))
-    ctx = SimpleNamespace(broker=broker)
+    refused: list[str] = []
+    ctx = SimpleNamespace(broker=broker, not_served=lambda reason, answer: refused.append(reason))
     assert (await handle_init_producer_id(ctx, req)).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
     store = EmbeddedStore(tmp_path / "store")
     await store.start()
@@ -419,6 +420,7 @@ async def test_init_producer_id_answers_retriably_without_the_store(tmp_path):
     assert (await handle_init_producer_id(ctx, req)).error_code == ErrorCode.COORDINATOR_NOT_AVAILABLE
     tx = InitProducerId.Request(transactional_id="t", transaction_timeout_ms=1000)
     assert (await handle_init_producer_id(ctx, tx)).error_code == ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+    assert refused == ["transactions: InitProducerId with a transactional id"]
 
 
 def test_clean_restarts_do_not_pile_up_snapshots(tmp_path):
