@@ -28,6 +28,11 @@ Endpoints (described by the OpenAPI 3 document the app serves itself, ``OPENAPI`
   ``POST /api/topics/{topic}/partition-count`` {"count": N}: sent to the
   controller over the Kafka protocol (admin_ops.py); a Kafka error is a 400 (409
   for a conflict, 404 for what does not exist) naming the error code.
+- ``GET /api/timeline[?broker=N][&since=SEQ][&limit=K]``: the cluster's changes as
+  broker N saw them (topics and partitions created and removed, leader and ISR
+  changes with old and new, controller changes; metadata_cache.py), JSON lines,
+  oldest first; ``GET /api/timeline/stream[?broker=N][&since=SEQ]``: the same as
+  server-sent events, each as it happens.
 - ``GET /api/brokers/{broker}/metadata``: whether the broker's Metadata answers
   are frozen (stale-metadata mode, metadata_cache.py), with the controller
   epochs it answers and the ones it has.
@@ -48,6 +53,7 @@ a path the app does not serve.
 
 from __future__ import annotations
 
+import asyncio
 import hmac
 import json
 import time
@@ -118,6 +124,14 @@ _METADATA_STATE = {"description": "the broker's Metadata serving state", "conten
                         ("current", "what the broker's cache has from the controller"))}}}}}}
 _OBJECT = {"type": "object"}
 _INT32 = {"type": "integer", "minimum": -(2**31), "maximum": 2**31 - 1}
+_SINCE_PARAM = {"name": "since", "in": "query", "required": False,
+                "schema": {"type": "integer", "minimum": 0, "maximum": 2**62},
+                "description": "only events with a larger seq"}
+_TIMELINE_EVENT = {"type": "object", "required": ["seq", "time_ms", "type"], "properties": {
+    "seq": {"type": "integer"}, "time_ms": {"type": "number"},
+    "type": {"enum": ["topic_created", "topic_deleted", "partition_created", "partition_removed",
+                      "leader_changed", "isr_changed", "replicas_changed", "controller_changed"]},
+    "broker": {"type": "integer"}}}
 _TOPIC_PATH = {"name": "topic", "in": "path", "required": True, "schema": {"type": "string"}}
 
 
@@ -296,6 +310,24 @@ OPENAPI: dict[str, Any] = {
             "requestBody": _body({"count": {**_INT32, "minimum": 1}}, ["count"]),
             "responses": {"200": _json_ok("accepted by the controller", _OBJECT),
                           **_errors(400, 401, 404, 409, 503)}}},
+        "/api/timeline": {"get": {
+            "operationId": "timeline",
+            "summary": "The cluster's changes as a broker saw them: topics and partitions created and removed, "
+                       "leader, ISR and replica changes (old and new), controller changes.",
+            "parameters": [_VIEW_PARAM, _SINCE_PARAM,
+                           {"name": "limit", "in": "query", "required": False,
+                            "schema": {"type": "integer", "minimum": 1, "maximum": MAX_LIMIT},
+                            "description": "only the newest LIMIT events"}],
+            "responses": {"200": {"description": "one JSON object per line, oldest first", "content": {NDJSON: {
+                "schema": _TIMELINE_EVENT}}}, **_errors(400, 404)}}},
+        "/api/timeline/stream": {"get": {
+            "operationId": "timelineStream",
+            "summary": "The timeline as server-sent events (text/event-stream), each as it happens; the "
+                       "events after SINCE first.",
+            "parameters": [_VIEW_PARAM, _SINCE_PARAM],
+            "responses": {"200": {"description": "`data: <event JSON>` per event",
+                                  "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                          **_errors(400, 404)}}},
         "/api/groups": {"get": {
             "operationId": "groups", "summary": "The groups the brokers of this process coordinate.",
             "responses": {"200": _json_ok("the groups", {
@@ -746,6 +778,50 @@ def make_app(source: BrokersSource, token: str | None = None, control: BrokerCon
                                       "seconds": round(time.monotonic() - t0, 3)})
         return op
 
+    def since_of(request: web.Request) -> int:
+        raw = request.query.get("since", "0")
+        try:
+            since = int(raw)
+        except ValueError:
+            raise _Refused(400, f"since must be an integer, got {raw!r}") from None
+        if since < 0:
+            raise _Refused(400, f"since must be >= 0, got {since}")
+        return since
+
+    def events_after(b: ServedBroker, since: int) -> list[dict[str, Any]]:
+        tl = b.metadata.timeline
+        if not tl or tl[-1]["seq"] <= since:
+            return []
+        return [{**e, "broker": b.node_id} for e in tl if e["seq"] > since]
+
+    async def timeline(request: web.Request) -> web.Response:
+        b, _ = view_broker(request)
+        since, limit = since_of(request), _limit(request)
+        rows = events_after(b, since)
+        if limit is not None:
+            rows = rows[-limit:]
+        body = "".join(json.dumps(r, separators=(",", ":")) + "\n" for r in rows)
+        return web.Response(text=body, content_type=NDJSON)
+
+    async def timeline_stream(request: web.Request) -> web.StreamResponse:
+        b, _ = view_broker(request)
+        since = since_of(request)
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+        idle = 0.0
+        while True:  # until the client goes (a write then raises and aiohttp ends the handler)
+            rows = events_after(b, since)
+            for r in rows:
+                await resp.write(f"id: {r['seq']}\ndata: {json.dumps(r, separators=(',', ':'))}\n\n".encode())
+                since = r["seq"]
+            if rows:
+                idle = 0.0
+            elif idle >= 15.0:
+                await resp.write(b": keep-alive\n\n")  # a comment: tells a dead client apart
+                idle = 0.0
+            await asyncio.sleep(0.1)
+            idle += 0.1
+
     async def broker_metadata(request: web.Request) -> web.Response:
         return web.json_response(metadata_state(_broker(request.match_info["broker"], source())))
 
@@ -776,6 +852,8 @@ def make_app(source: BrokersSource, token: str | None = None, control: BrokerCon
     app.router.add_post("/api/topics/{topic}/elect-preferred", elect_preferred)
     app.router.add_post("/api/topics/{topic}/reassign", reassign)
     app.router.add_post("/api/topics/{topic}/partition-count", partition_count)
+    app.router.add_get("/api/timeline", timeline, allow_head=False)
+    app.router.add_get("/api/timeline/stream", timeline_stream, allow_head=False)
     app.router.add_get("/api/groups", groups, allow_head=False)
     app.router.add_get("/api/groups/{group}", group, allow_head=False)
     app.router.add_get("/api/brokers/{broker}/metadata", broker_metadata, allow_head=False)

@@ -29,6 +29,13 @@ when the set of live brokers changes (a partition's leader is answered only if
 live). A ``TopicMeta`` is never changed once put: UpdateMetadata puts a new one,
 so a list of them is a snapshot an answer can be built from over several turns.
 
+The timeline (issue 13's lab control plane): each change UpdateMetadata brings
+(a topic created or deleted, a partition created or removed, a leader or ISR
+change with the old and new leader and epoch, a new controller or controller
+epoch) is kept as an event in a bounded deque, ``timeline``, numbered by
+``timeline_seq``, found by comparing the topic put with the one it replaces
+(what that costs is what building the new ``TopicMeta`` cost already).
+
 Stale metadata for labs (KIP-232, issue 12): ``freeze()`` keeps a copy of what
 Metadata answers from (``FrozenMetadata``: brokers, topics, controller epochs) and
 Metadata answers from it (``answering()``) until ``thaw()``, while everything
@@ -42,11 +49,13 @@ never changed once put, and ``brokers`` is replaced, never changed, by
 
 from __future__ import annotations
 
-from collections import Counter
+import time
+from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any
 
 ZERO_UUID = b"\x00" * 16
+TIMELINE_MAX = 10_000  # changes kept per broker (the admin API's /api/timeline)
 
 
 @dataclass(slots=True)
@@ -128,6 +137,45 @@ class MetadataCache:
         # (Metadata version, extensions) -> topic name -> (the TopicMeta, its encoded answer).
         self.encoded_topics: dict[tuple[int, bool], dict[str, tuple[TopicMeta, Any]]] = {}
         self.frozen: FrozenMetadata | None = None  # freeze() (module docstring)
+        self.timeline: deque[dict[str, Any]] = deque(maxlen=TIMELINE_MAX)
+        self.timeline_seq = 0
+
+    def _event(self, kind: str, **fields: Any) -> None:
+        self.timeline_seq += 1
+        self.timeline.append({"seq": self.timeline_seq, "time_ms": round(time.time() * 1000, 3), "type": kind,
+                              **fields})
+
+    def set_controller(self, controller_id: int, epoch: int, metadata_epoch: int) -> None:
+        """UpdateMetadata's controller; a new controller or controller epoch is a timeline event."""
+        if (controller_id, epoch) != (self.controller_id, self.controller_epoch) and controller_id >= 0:
+            self._event("controller_changed", old_controller=self.controller_id, new_controller=controller_id,
+                        old_epoch=self.controller_epoch, new_epoch=epoch)
+        self.controller_id = controller_id
+        self.controller_epoch = epoch
+        if metadata_epoch >= 0:
+            self.controller_metadata_epoch = metadata_epoch
+
+    def _changes(self, old: TopicMeta | None, t: TopicMeta) -> None:
+        if old is None or old.topic_id != t.topic_id:
+            self._event("topic_created", topic=t.name, partitions=len(t.partitions), topic_epoch=t.topic_epoch)
+            return
+        for index, p in t.partitions.items():
+            o = old.partitions.get(index)
+            if o is None:
+                self._event("partition_created", topic=t.name, partition=index, leader=p.leader,
+                            leader_epoch=p.leader_epoch, replicas=list(p.replicas))
+                continue
+            if o.leader != p.leader or o.leader_epoch != p.leader_epoch:
+                self._event("leader_changed", topic=t.name, partition=index, old_leader=o.leader,
+                            new_leader=p.leader, old_epoch=o.leader_epoch, new_epoch=p.leader_epoch)
+            if o.isr != p.isr:
+                self._event("isr_changed", topic=t.name, partition=index, old_isr=list(o.isr), new_isr=list(p.isr),
+                            leader=p.leader)
+            if o.replicas != p.replicas:
+                self._event("replicas_changed", topic=t.name, partition=index, old_replicas=list(o.replicas),
+                            new_replicas=list(p.replicas))
+        for index in old.partitions.keys() - t.partitions.keys():
+            self._event("partition_removed", topic=t.name, partition=index)
 
     def freeze(self, now_ms: float) -> FrozenMetadata:
         """Metadata answers from the cache as it is now until ``thaw``; already frozen: the
@@ -179,6 +227,7 @@ class MetadataCache:
 
     def put_topic(self, t: TopicMeta) -> None:
         old = self.topics.get(t.name)
+        self._changes(old, t)
         if old is not None:
             self._count(old, -1)
             if old.topic_id != t.topic_id:
@@ -216,6 +265,7 @@ class MetadataCache:
         self.undeleted_partition_counts.pop(name, None)
         t = self.topics.pop(name, None)
         if t is not None:
+            self._event("topic_deleted", topic=name)
             self._count(t, -1)
             self._forget_encoded(name)
             self.topics_by_id.pop(t.topic_id, None)

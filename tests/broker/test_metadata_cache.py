@@ -56,3 +56,35 @@ def test_a_new_topics_count_may_come_before_its_metadata_and_goes_with_the_topic
     assert cache.undeleted_partition_count("u") == 3
     cache.remove_topic("t")
     assert cache.undeleted_partition_count("t") == -1
+
+
+def test_the_timeline_records_each_change_with_old_and_new():
+    from refka.broker.metadata_cache import MetadataCache, PartitionMeta, TopicMeta
+
+    cache = MetadataCache()
+    cache.set_controller(1, 5, 10)
+    tid = b"\x01" * 16
+    cache.put_topic(TopicMeta("t", tid, {0: PartitionMeta(0, 1, 0, [1, 2], [1, 2])}))
+    cache.put_topic(TopicMeta("t", tid, {0: PartitionMeta(0, 2, 1, [1, 2], [2]),
+                                         1: PartitionMeta(1, 1, 0, [1, 2], [1, 2])}))
+    cache.put_topic(TopicMeta("t", tid, {0: PartitionMeta(0, 2, 1, [1, 2], [2])}))
+    cache.set_controller(1, 5, 11)  # a broadcast of the same controller: no event
+    cache.set_controller(2, 6, 1)
+    cache.remove_topic("t")
+    events = [{k: v for k, v in e.items() if k != "time_ms"} for e in cache.timeline]
+    assert events == [
+        {"seq": 1, "type": "controller_changed", "old_controller": -1, "new_controller": 1, "old_epoch": -1,
+         "new_epoch": 5},
+        {"seq": 2, "type": "topic_created", "topic": "t", "partitions": 1, "topic_epoch": -1},
+        {"seq": 3, "type": "leader_changed", "topic": "t", "partition": 0, "old_leader": 1, "new_leader": 2,
+         "old_epoch": 0, "new_epoch": 1},
+        {"seq": 4, "type": "isr_changed", "topic": "t", "partition": 0, "old_isr": [1, 2], "new_isr": [2],
+         "leader": 2},
+        {"seq": 5, "type": "partition_created", "topic": "t", "partition": 1, "leader": 1, "leader_epoch": 0,
+         "replicas": [1, 2]},
+        {"seq": 6, "type": "partition_removed", "topic": "t", "partition": 1},
+        {"seq": 7, "type": "controller_changed", "old_controller": 1, "new_controller": 2, "old_epoch": 5,
+         "new_epoch": 6},
+        {"seq": 8, "type": "topic_deleted", "topic": "t"},
+    ]
+    assert cache.controller_metadata_epoch == 1 and cache.timeline_seq == 8

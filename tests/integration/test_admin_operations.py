@@ -186,3 +186,41 @@ def test_stop_kill_start_and_expire_a_brokers_session(cluster, capsys):
             post(url, f"/api/brokers/{n}/start")
         wait_until(lambda: listed_brokers(b, 0) == [0, 1, 2], message="every broker back", ignoring=(Exception,))
         p.flush(TIMEOUT)
+
+
+def test_the_timeline_and_its_stream_show_a_leader_move(cluster):
+    b, url = cluster
+    topic = create(b, [[0, 1]])
+    with urllib.request.urlopen(f"{url}/api/timeline?limit=1", timeout=TIMEOUT) as r:
+        since = json.loads(r.read())["seq"]
+    events: list[dict] = []
+
+    def stream() -> None:
+        with urllib.request.urlopen(f"{url}/api/timeline/stream?since={since}", timeout=TIMEOUT) as r:
+            assert r.headers.get_content_type() == "text/event-stream"
+            for line in r:
+                if line.startswith(b"data: "):
+                    events.append(json.loads(line[6:]))
+                    e = events[-1]
+                    if e["type"] == "leader_changed" and e["topic"] == topic and e["new_leader"] == 1:
+                        return
+
+    reader = threading.Thread(target=stream, daemon=True)
+    reader.start()
+    wait_until(lambda: metadata(b.port, topic).topics[0].partitions[0].isr_nodes == [0, 1],
+               message="the full ISR", ignoring=(Exception,))
+    status, moved = post(url, f"/api/topics/{topic}/partitions/0/leader", {"broker": 1})
+    assert status == 200, moved
+    reader.join(TIMEOUT)
+    assert not reader.is_alive(), events
+    change = events[-1]
+    assert (change["old_leader"], change["new_leader"], change["new_epoch"]) == (0, 1, moved["leader_epoch"])
+    assert change["new_epoch"] > change["old_epoch"] and change["broker"] == 0
+    with urllib.request.urlopen(f"{url}/api/timeline?since={since}", timeout=TIMEOUT) as r:
+        lines = [json.loads(x) for x in r.read().splitlines()]
+    mine = [e for e in lines if e.get("topic") == topic]
+    kinds = [e["type"] for e in mine]
+    assert kinds.index("replicas_changed") < len(kinds) - 1 - kinds[::-1].index(
+        "leader_changed")  # the reorder, then the move (the reassignment may bump the epoch in between)
+    assert [e for e in mine if e["type"] == "leader_changed"][-1]["new_leader"] == 1
+    assert [e["seq"] for e in lines] == sorted(e["seq"] for e in lines) and all(e["seq"] > since for e in lines)

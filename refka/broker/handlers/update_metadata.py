@@ -76,10 +76,7 @@ async def handle_update_metadata(ctx, req):
             eps = {"PLAINTEXT": (b.v0_host, b.v0_port)}
         brokers[b.id] = BrokerMeta(node_id=b.id, endpoints=eps, rack=b.rack if v >= 2 else None)
     cache.set_brokers(brokers)
-    cache.controller_id = req.controller_id
-    cache.controller_epoch = req.controller_epoch
-    if req.controller_metadata_epoch >= 0:
-        cache.controller_metadata_epoch = req.controller_metadata_epoch
+    cache.set_controller(req.controller_id, req.controller_epoch, req.controller_metadata_epoch)
     if req.max_partition_epoch >= 0:
         cache.max_partition_epoch = req.max_partition_epoch
     deleted: set[tuple[str, int]] = set()
