@@ -70,6 +70,7 @@ from refka.protocol import ErrorCode
 from . import admin_ops, admin_views, recording
 from .admin_views import PartitionLookup
 from .broker_metrics import LATENCY_BUCKETS_MS, MetricsSnapshot
+from .faults import KINDS, FaultError, FaultTable
 from .metadata_cache import MetadataCache
 from .recording import BrokerRecordings, api_name
 
@@ -130,8 +131,24 @@ _SINCE_PARAM = {"name": "since", "in": "query", "required": False,
 _TIMELINE_EVENT = {"type": "object", "required": ["seq", "time_ms", "type"], "properties": {
     "seq": {"type": "integer"}, "time_ms": {"type": "number"},
     "type": {"enum": ["topic_created", "topic_deleted", "partition_created", "partition_removed",
-                      "leader_changed", "isr_changed", "replicas_changed", "controller_changed"]},
+                      "leader_changed", "isr_changed", "replicas_changed", "controller_changed", "fault_fired"]},
     "broker": {"type": "integer"}}}
+_FAULT_SPEC = {
+    "kind": {"enum": list(KINDS)},
+    "broker": _INT32, "api": {"type": "string", "description": "an API name, e.g. Produce"},
+    "api_key": {"type": "integer", "minimum": 0, "maximum": 32767},
+    "min_version": {"type": "integer", "minimum": 0, "maximum": 32767},
+    "max_version": {"type": "integer", "minimum": 0, "maximum": 32767},
+    "client_id": {"type": "string"}, "topic": {"type": "string"}, "partition": {**_INT32, "minimum": 0},
+    "follower": {**_INT32, "minimum": 0},
+    "error_code": {"type": ["string", "integer"], "description": "a Kafka error name or number (kind error)"},
+    "latency_ms": {"type": "number", "exclusiveMinimum": 0, "maximum": 600000},
+    "count": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
+    "duration_ms": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400000}}
+_FAULT = {"type": "object", "required": ["id", "kind", "fired"], "properties": {
+    "id": {"type": "integer"}, "kind": {"enum": list(KINDS)}, "fired": {"type": "integer"},
+    "count_left": {"type": ["integer", "null"]}, "expires_in_ms": {"type": ["number", "null"]},
+    "created_ms": {"type": "number"}, "api": {"type": "string"}, "error_code": {"type": "string"}}}
 _TOPIC_PATH = {"name": "topic", "in": "path", "required": True, "schema": {"type": "string"}}
 
 
@@ -310,6 +327,24 @@ OPENAPI: dict[str, Any] = {
             "requestBody": _body({"count": {**_INT32, "minimum": 1}}, ["count"]),
             "responses": {"200": _json_ok("accepted by the controller", _OBJECT),
                           **_errors(400, 401, 404, 409, 503)}}},
+        "/api/faults": {
+            "get": {"operationId": "faults", "summary": "The faults installed, and how often each kind fired.",
+                    "responses": {"200": _json_ok("the faults", {"type": "object", "required": ["faults"],
+                                                                  "properties": {
+                        "faults": {"type": "array", "items": _FAULT},
+                        "fired_by_kind": {"type": "object", "additionalProperties": {"type": "integer"}}}}),
+                        **_errors(404)}},
+            "post": {"operationId": "addFault", "security": _MUTATING,
+                     "summary": "Install a fault (faults.py): every field checked first, nothing half-installed.",
+                     "requestBody": _body(_FAULT_SPEC, ["kind"]),
+                     "responses": {"201": _json_ok("the fault installed", _FAULT), **_errors(400, 401, 404, 409)}},
+            "delete": {"operationId": "clearFaults", "security": _MUTATING, "summary": "Remove every fault.",
+                       "responses": {"200": _json_ok("how many were removed", {
+                           "type": "object", "properties": {"removed": {"type": "integer"}}}), **_errors(401, 404)}}},
+        "/api/faults/{fault}": {"delete": {
+            "operationId": "removeFault", "security": _MUTATING, "summary": "Remove one fault.",
+            "parameters": [{"name": "fault", "in": "path", "required": True, "schema": {"type": "integer"}}],
+            "responses": {"200": _json_ok("the fault removed", _FAULT), **_errors(400, 401, 404)}}},
         "/api/timeline": {"get": {
             "operationId": "timeline",
             "summary": "The cluster's changes as a broker saw them: topics and partitions created and removed, "
@@ -385,8 +420,9 @@ OPENAPI: dict[str, Any] = {
 class RecordingsCollector:
     """prometheus-client collector over the brokers' recordings, read at each scrape."""
 
-    def __init__(self, source: BrokersSource) -> None:
+    def __init__(self, source: BrokersSource, faults: FaultTable | None = None) -> None:
         self.source = source
+        self.faults = faults
 
     def collect(self) -> Iterator[CounterMetricFamily]:
         labels = ["broker", "client_id", "software_name", "api"]
@@ -483,6 +519,13 @@ class RecordingsCollector:
                 latency.add_metric([b, api_name(key)], buckets, h[-2])
         yield from (messages_in, bytes_in, bytes_out, repl_out, shrinks, expands, leaders, parts, urp, urp_each,
                     active, offline, latency)
+        if self.faults is not None:
+            fired = CounterMetricFamily("refka_faults_fired", "Injected faults fired, per kind.", labels=["kind"])
+            for kind, n in self.faults.fired_by_kind.items():
+                fired.add_metric([kind], n)
+            installed = GaugeMetricFamily("refka_faults_installed", "Faults installed now.")
+            installed.add_metric([], len(self.faults.live()))
+            yield from (fired, installed)
 
 
 def _refuse(status: int, message: str) -> web.Response:
@@ -578,13 +621,13 @@ async def _json_errors(request: web.Request, handler: Callable[[web.Request], An
         return resp
 
 
-def make_app(source: BrokersSource, token: str | None = None, control: BrokerControl | None = None
-             ) -> web.Application:
+def make_app(source: BrokersSource, token: str | None = None, control: BrokerControl | None = None,
+             faults: FaultTable | None = None) -> web.Application:
     """The admin app over the brokers ``source()`` returns (this process's); with ``token``
     every call but a GET needs it as a bearer token; ``control`` stops and starts them (no
     broker operations without it)."""
     registry = CollectorRegistry(auto_describe=False)
-    registry.register(RecordingsCollector(source))
+    registry.register(RecordingsCollector(source, faults))
 
     async def openapi(request: web.Request) -> web.Response:
         return web.json_response(OPENAPI)
@@ -822,6 +865,40 @@ def make_app(source: BrokersSource, token: str | None = None, control: BrokerCon
             await asyncio.sleep(0.1)
             idle += 0.1
 
+    def fault_table() -> FaultTable:
+        if faults is None:
+            raise _Refused(404, "fault injection is not available here")
+        return faults
+
+    async def list_faults(request: web.Request) -> web.Response:
+        table = fault_table()
+        return web.json_response({"faults": [f.describe() for f in table.live()],
+                                  "fired_by_kind": dict(table.fired_by_kind)})
+
+    async def add_fault(request: web.Request) -> web.Response:
+        table = fault_table()
+        spec = await body(request)
+        try:
+            f = table.add(spec, {b.node_id for b in source()})
+        except FaultError as e:
+            raise _Refused(e.status, str(e)) from None
+        return web.json_response(f.describe(), status=201)
+
+    async def remove_fault(request: web.Request) -> web.Response:
+        table = fault_table()
+        raw = request.match_info["fault"]
+        try:
+            fault_id = int(raw)
+        except ValueError:
+            raise _Refused(400, f"a fault id is an integer, got {raw!r}") from None
+        f = table.remove(fault_id)
+        if f is None:
+            raise _Refused(404, f"no fault {fault_id} (it may have expired or fired its count)")
+        return web.json_response(f.describe())
+
+    async def clear_faults(request: web.Request) -> web.Response:
+        return web.json_response({"removed": fault_table().clear()})
+
     async def broker_metadata(request: web.Request) -> web.Response:
         return web.json_response(metadata_state(_broker(request.match_info["broker"], source())))
 
@@ -852,6 +929,10 @@ def make_app(source: BrokersSource, token: str | None = None, control: BrokerCon
     app.router.add_post("/api/topics/{topic}/elect-preferred", elect_preferred)
     app.router.add_post("/api/topics/{topic}/reassign", reassign)
     app.router.add_post("/api/topics/{topic}/partition-count", partition_count)
+    app.router.add_get("/api/faults", list_faults, allow_head=False)
+    app.router.add_post("/api/faults", add_fault)
+    app.router.add_delete("/api/faults", clear_faults)
+    app.router.add_delete("/api/faults/{fault}", remove_fault)
     app.router.add_get("/api/timeline", timeline, allow_head=False)
     app.router.add_get("/api/timeline/stream", timeline_stream, allow_head=False)
     app.router.add_get("/api/groups", groups, allow_head=False)
@@ -866,9 +947,9 @@ def make_app(source: BrokersSource, token: str | None = None, control: BrokerCon
 
 
 async def start(source: BrokersSource, host: str, port: int, *, token: str | None = None,
-                control: BrokerControl | None = None) -> web.AppRunner:
+                control: BrokerControl | None = None, faults: FaultTable | None = None) -> web.AppRunner:
     """Serves the admin app on host:port until the runner's ``cleanup()``."""
-    runner = web.AppRunner(make_app(source, token, control), access_log=None)
+    runner = web.AppRunner(make_app(source, token, control, faults), access_log=None)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     return runner

@@ -32,6 +32,7 @@ from .broker_metrics import LatencyHistograms, MetricsSnapshot, TopicTraffic, sn
 from .config import BrokerConfig
 from .connection import Connection, ConnectionLimits
 from .controller_side import ControllerSide, ProducerIdManager
+from .faults import FaultTable
 from .fetch_session import FetchSessionCache
 from .group import GroupCoordinator
 from .inter_broker import InterBrokerGate
@@ -56,6 +57,7 @@ class Broker:
         self.recordings = BrokerRecordings.from_config(self.node_id, config, record_file)
         self.traffic = TopicTraffic()  # Kafka's BrokerTopicMetrics per topic (broker_metrics.py)
         self.latency = LatencyHistograms()
+        self.faults = FaultTable()  # a Cluster gives its brokers one shared table (faults.py)
         self.connections: set[Connection] = set()
         self.queued_request_bytes = 0  # queued.max.request.bytes counts these (connection.py)
         self.tasks: set[asyncio.Task[Any]] = set()

@@ -60,6 +60,7 @@ from refka.protocol.kafka_apis import kafka_api_name
 from refka.protocol.messages.api_versions import ApiVersions
 
 from .broker_metrics import LatencyHistograms
+from .faults import FaultTable, merge_errors, split, whole_error
 from .logging import get_logger
 from .recording import BrokerRecordings, ConnectionRecording
 from .registry import HANDLERS, Handler, api_versions_response
@@ -130,6 +131,8 @@ class ConnectionOwner(Protocol):
     stats: Stats
     recordings: BrokerRecordings  # this broker's per-connection request recordings (recording.py)
     latency: LatencyHistograms  # request latency per API (broker_metrics.py)
+    faults: FaultTable  # the process's injected faults (faults.py)
+    node_id: int
     request_log: bool
     queued_request_bytes: int  # of requests read and not yet answered, over all connections
 
@@ -392,6 +395,18 @@ class Connection(asyncio.BufferedProtocol):
             return
         ctx = RequestContext(self.broker, self, api_key, version, correlation_id, header.client_id,
                              len(frame) + 4, received)
+        faults = self.broker.faults
+        if faults.faults:  # a lab's fault injection (faults.py): one truth test when there is none
+            fault = faults.match(self.broker.node_id, api_key, version, header.client_id, request,
+                                 _follower(api_key, version, request))
+            if fault is not None:
+                if fault.kind == "drop-before":
+                    faults.fired(fault, self.broker.node_id, f"{api.name} v{version}")
+                    self.abort("fault_drop_before", quiet=True, api=api.name)
+                    return
+                self._dispatch(replace(handler, fn=_faulted, is_async=True), ctx, (handler, request, fault),
+                               len(frame))
+                return
         if deferred:
             self._dispatch(replace(handler, fn=_when_ready, is_async=True), ctx, (handler, request), len(frame))
         else:
@@ -532,3 +547,45 @@ async def _when_ready(ctx: RequestContext, deferred: tuple[Handler, Any]) -> Any
     if handler.is_async or type(result) is CoroutineType:
         result = await result
     return result
+
+
+def _follower(api_key: int, version: int, request: Any) -> int:
+    """The replica id of a follower's Fetch, else -1."""
+    if api_key != 1:
+        return -1
+    if version >= 15:
+        return request.replica_state.replica_id if request.replica_state is not None else -1
+    return request.replica_id
+
+
+async def _call(handler: Handler, ctx: RequestContext, request: Any) -> Any:
+    result = handler.fn(ctx, request)
+    if type(result) is CoroutineType:
+        result = await result
+    return result
+
+
+async def _faulted(ctx: RequestContext, args: tuple[Handler, Any, Any]) -> Any:
+    """A request a fault matched (faults.py): what the fault's kind says instead of, or around,
+    the handler."""
+    handler, request, fault = args
+    broker = ctx.broker
+    broker.faults.fired(fault, broker.node_id, f"{handler.api.name} v{ctx.api_version}")
+    kind = fault.kind
+    if kind in ("latency", "replication-delay"):
+        await asyncio.sleep(fault.latency_ms / 1000)
+        return await _call(handler, ctx, request)
+    if kind == "blackhole":
+        await asyncio.get_running_loop().create_future()  # never answered; cancelled when the connection goes
+    if kind == "drop-after":
+        await _call(handler, ctx, request)
+        ctx.conn.abort("fault_drop_after", quiet=True, api=handler.api.name)
+        return None
+    api_key = handler.api.key  # kind "error"
+    if api_key in (0, 1):  # Produce, Fetch: the partitions in scope answered with the error
+        rest, hit = split(api_key, request, fault)
+        response = await _call(handler, ctx, rest) if rest is not None else None
+        if api_key == 0 and request.acks == 0:
+            return None
+        return merge_errors(api_key, response, hit, fault.error_code)
+    return whole_error(handler.api, ctx.api_version, request, fault.error_code)

@@ -140,7 +140,8 @@ class MetadataCache:
         self.timeline: deque[dict[str, Any]] = deque(maxlen=TIMELINE_MAX)
         self.timeline_seq = 0
 
-    def _event(self, kind: str, **fields: Any) -> None:
+    def event(self, kind: str, **fields: Any) -> None:
+        """A timeline event (also a fault fired on this broker: faults.py)."""
         self.timeline_seq += 1
         self.timeline.append({"seq": self.timeline_seq, "time_ms": round(time.time() * 1000, 3), "type": kind,
                               **fields})
@@ -148,7 +149,7 @@ class MetadataCache:
     def set_controller(self, controller_id: int, epoch: int, metadata_epoch: int) -> None:
         """UpdateMetadata's controller; a new controller or controller epoch is a timeline event."""
         if (controller_id, epoch) != (self.controller_id, self.controller_epoch) and controller_id >= 0:
-            self._event("controller_changed", old_controller=self.controller_id, new_controller=controller_id,
+            self.event("controller_changed", old_controller=self.controller_id, new_controller=controller_id,
                         old_epoch=self.controller_epoch, new_epoch=epoch)
         self.controller_id = controller_id
         self.controller_epoch = epoch
@@ -157,25 +158,25 @@ class MetadataCache:
 
     def _changes(self, old: TopicMeta | None, t: TopicMeta) -> None:
         if old is None or old.topic_id != t.topic_id:
-            self._event("topic_created", topic=t.name, partitions=len(t.partitions), topic_epoch=t.topic_epoch)
+            self.event("topic_created", topic=t.name, partitions=len(t.partitions), topic_epoch=t.topic_epoch)
             return
         for index, p in t.partitions.items():
             o = old.partitions.get(index)
             if o is None:
-                self._event("partition_created", topic=t.name, partition=index, leader=p.leader,
+                self.event("partition_created", topic=t.name, partition=index, leader=p.leader,
                             leader_epoch=p.leader_epoch, replicas=list(p.replicas))
                 continue
             if o.leader != p.leader or o.leader_epoch != p.leader_epoch:
-                self._event("leader_changed", topic=t.name, partition=index, old_leader=o.leader,
+                self.event("leader_changed", topic=t.name, partition=index, old_leader=o.leader,
                             new_leader=p.leader, old_epoch=o.leader_epoch, new_epoch=p.leader_epoch)
             if o.isr != p.isr:
-                self._event("isr_changed", topic=t.name, partition=index, old_isr=list(o.isr), new_isr=list(p.isr),
+                self.event("isr_changed", topic=t.name, partition=index, old_isr=list(o.isr), new_isr=list(p.isr),
                             leader=p.leader)
             if o.replicas != p.replicas:
-                self._event("replicas_changed", topic=t.name, partition=index, old_replicas=list(o.replicas),
+                self.event("replicas_changed", topic=t.name, partition=index, old_replicas=list(o.replicas),
                             new_replicas=list(p.replicas))
         for index in old.partitions.keys() - t.partitions.keys():
-            self._event("partition_removed", topic=t.name, partition=index)
+            self.event("partition_removed", topic=t.name, partition=index)
 
     def freeze(self, now_ms: float) -> FrozenMetadata:
         """Metadata answers from the cache as it is now until ``thaw``; already frozen: the
@@ -265,7 +266,7 @@ class MetadataCache:
         self.undeleted_partition_counts.pop(name, None)
         t = self.topics.pop(name, None)
         if t is not None:
-            self._event("topic_deleted", topic=name)
+            self.event("topic_deleted", topic=name)
             self._count(t, -1)
             self._forget_encoded(name)
             self.topics_by_id.pop(t.topic_id, None)

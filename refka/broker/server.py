@@ -22,6 +22,7 @@ from refka.common import Endpoint
 from .broker import Broker
 from .config import BrokerConfig
 from .controller_side import ControllerSide, open_store
+from .faults import FaultTable
 from .logging import configure, get_logger
 from .recording import RecordFile
 from .registry import HANDLERS, served_versions
@@ -67,6 +68,8 @@ class Cluster:
         self.store: Any = None
         self.brokers: list[Broker] = []
         self.sides: list[ControllerSide] = []
+        self.faults = FaultTable()  # the admin API's fault injection, shared by this process's brokers
+        self.faults.on_fired.append(self._fault_fired)
 
     async def start(self, ready_timeout: float = 300.0) -> None:
         # ready_timeout: the controller's LeaderAndIsr for 100,000 partitions takes ~40 s.
@@ -78,6 +81,7 @@ class Cluster:
 
     async def start_broker(self, cfg: BrokerConfig) -> Broker:
         b = Broker(cfg, memory=self.memory, record_file=self.record_file)
+        b.faults = self.faults
         await b.start_listeners()
         side = ControllerSide(self.store, b.node_id, cfg, b.metadata, b.replicas, b.spawn)
         b.attach_controller_side(side)
@@ -126,6 +130,13 @@ class Cluster:
             await self.stop_broker(b, controlled=bool(others),
                                    max_retries=1 if others and others <= ours_left else None)
             stopped.add(b.node_id)
+
+    def _fault_fired(self, fault: Any, broker_id: int, what: str) -> None:
+        """A fault that fired goes into the timeline of the broker it fired on."""
+        b = self._running(broker_id)
+        if b is not None:
+            b.metadata.event("fault_fired", fault=fault.id, fault_kind=fault.kind, request=what,
+                             error_code=fault.error_code.name if fault.error_code is not None else None)
 
     # -- the admin API's broker operations (admin_http.BrokerControl)
 
@@ -239,7 +250,7 @@ async def _serve(configs: list[BrokerConfig], memory: bool, data_dir: Path, zk: 
 
         try:
             admin = await admin_http.start(cluster.served, args.admin_host, args.admin_port,
-                                             token=args.admin_token, control=cluster)
+                                             token=args.admin_token, control=cluster, faults=cluster.faults)
         except OSError as e:
             log.error("admin_start_failed", host=args.admin_host, port=args.admin_port, error=str(e))
             await cluster.stop()

@@ -12,6 +12,10 @@ exactly what the API offers, nothing more.
     refka admin reassign TOPIC --replicas 0=1,2 [--replicas 1=2,0 ...]
     refka admin partition-count TOPIC --count N         (expand; with KIP-253 also shrink)
     refka admin stop-broker|kill-broker|start-broker|expire-session N   (this process's brokers)
+    refka admin faults                                   (installed faults)
+    refka admin fault-add --kind error --api Produce --error-code NOT_LEADER_OR_FOLLOWER --count 3 [scope]
+    refka admin fault-remove ID | --all
+    refka admin timeline [--since SEQ] [--limit K] [--broker N]
 
 ``--url`` may come before or after the subcommand; without it ``REFKA_ADMIN_URL``,
 else http://127.0.0.1:8080. A call that changes something sends ``REFKA_ADMIN_TOKEN``
@@ -104,7 +108,30 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                              description=f"example: refka admin {action} 1")
         op.add_argument("broker", type=int)
         ops.append(op)
-    for q in (c, r, m, cl, tp, gr, mv, el, ra, pc, *ops):
+    fl = asub.add_parser("faults", help="the faults installed, and how often each kind fired",
+                         description="example: refka admin faults")
+    fa = asub.add_parser("fault-add", help="install a fault (scope and lifetime options below)",
+                         description="Kinds: error (answer --error-code instead of handling: Produce and Fetch per "
+                                     "partition, group and coordinator APIs whole), latency, drop-before, drop-after, "
+                                     "blackhole, replication-delay. example: refka admin fault-add --kind error "
+                                     "--api Produce --topic orders --partition 0 --error-code "
+                                     "NOT_LEADER_OR_FOLLOWER --count 3")
+    fa.add_argument("--kind", required=True)
+    for name, kind in (("--broker", int), ("--api", str), ("--api-key", int), ("--min-version", int),
+                       ("--max-version", int), ("--client-id", str), ("--topic", str), ("--partition", int),
+                       ("--follower", int), ("--error-code", str), ("--latency-ms", float), ("--count", int),
+                       ("--duration-ms", float)):
+        fa.add_argument(name, type=kind, default=None)
+    fr = asub.add_parser("fault-remove", help="remove a fault, or every fault with --all",
+                         description="example: refka admin fault-remove 3")
+    fr.add_argument("fault", type=int, nargs="?", default=None)
+    fr.add_argument("--all", action="store_true")
+    tl = asub.add_parser("timeline", help="the cluster's changes (leaders, ISR, topics, controller, faults fired)",
+                         description="example: refka admin timeline --since 120 --json")
+    tl.add_argument("--since", type=int, default=None)
+    tl.add_argument("--limit", type=int, default=None)
+    tl.add_argument("--broker", type=int, default=None)
+    for q in (c, r, m, cl, tp, gr, mv, el, ra, pc, *ops, fl, fa, fr, tl):
         _url_arg(q, argparse.SUPPRESS)  # after the subcommand too; the one given wins
         q.add_argument("--json", action="store_true", help="the API's JSON instead of a table")
 
@@ -254,6 +281,9 @@ def _partitions(raw: str | None) -> dict[str, Any]:
         raise AdminError(f"--partitions {raw!r}: expected comma-separated partition numbers") from None
 
 
+_FAULT_FIELDS = ("kind", "broker", "api", "api_key", "min_version", "max_version", "client_id", "topic", "partition",
+                 "follower", "error_code", "latency_ms", "count", "duration_ms")
+
 # action -> (its POST path, its JSON body)
 OPERATIONS: dict[str, Any] = {
     "move-leader": lambda a: (f"/api/topics/{_q(a.topic)}/partitions/{a.partition}/leader", {"broker": a.broker}),
@@ -270,7 +300,38 @@ OPERATIONS: dict[str, Any] = {
 def run(args: argparse.Namespace) -> int:
     base = args.url or os.environ.get("REFKA_ADMIN_URL") or DEFAULT_URL
     try:
-        if args.action in OPERATIONS:
+        if args.action == "faults":
+            body, _ = _get(base, "/api/faults", {})
+            data = json.loads(body)
+            if args.json:
+                print(json.dumps(data, indent=2))
+            else:
+                rows = [[f["id"], f["kind"], f.get("api", ""), f.get("error_code", f.get("latency_ms", "")),
+                         " ".join(f"{k}={f[k]}" for k in ("broker", "client_id", "topic", "partition", "follower")
+                                  if k in f), f["fired"], f["count_left"]] for f in data["faults"]]
+                print(table(["ID", "KIND", "API", "ERROR/MS", "SCOPE", "FIRED", "LEFT"], rows))
+        elif args.action == "fault-add":
+            spec = {k: v for k, v in vars(args).items() if k in _FAULT_FIELDS and v is not None}
+            body, _ = _get(base, "/api/faults", {}, method="POST", payload=spec)
+            print(body if args.json else f"fault {json.loads(body)['id']} installed: {body}")
+        elif args.action == "fault-remove":
+            if args.all == (args.fault is not None):
+                raise AdminError("give a fault id or --all")
+            path = "/api/faults" if args.all else f"/api/faults/{args.fault}"
+            body, _ = _get(base, path, {}, method="DELETE")
+            print(body)
+        elif args.action == "timeline":
+            body, _ = _get(base, "/api/timeline", {"since": args.since, "limit": args.limit, "broker": args.broker})
+            if args.json:
+                sys.stdout.write(body)
+            else:
+                for line in body.splitlines():
+                    e = json.loads(line)
+                    t = e["time_ms"] / 1000
+                    when = time.strftime("%H:%M:%S", time.localtime(t)) + f".{int(t * 1000) % 1000:03d}"
+                    rest = " ".join(f"{k}={v}" for k, v in e.items() if k not in ("seq", "time_ms", "type"))
+                    print(f"{e['seq']:>6} {when} {e['type']:<18} {rest}")
+        elif args.action in OPERATIONS:
             path, payload = OPERATIONS[args.action](args)
             out, _ = _get(base, path, {}, method="POST", payload=payload)
             result = json.loads(out)

@@ -102,7 +102,7 @@ async def test_the_openapi_document_describes_exactly_the_routes_served(client):
     assert served == documented
     for p, ops in doc["paths"].items():
         for op in ops.values():
-            assert "200" in op["responses"], p
+            assert "200" in op["responses"] or "201" in op["responses"], p
 
 
 async def test_connections_lists_the_open_ones_with_identity_and_counts_per_api(client):

@@ -17,6 +17,7 @@ from refka.broker import registry
 from refka.broker.connection import Connection, ConnectionLimits
 from refka.broker.connection import _Slot as conn_slot
 from refka.broker.broker_metrics import LatencyHistograms
+from refka.broker.faults import FaultTable
 from refka.broker.recording import BrokerRecordings
 from refka.broker.stats import Stats
 from refka.protocol import RequestHeader, decode_response_header, encode_request_header, join
@@ -65,7 +66,7 @@ def answered_correlation_ids(written: bytes) -> list[int]:
 
 @pytest.fixture
 def conn():
-    owner = SimpleNamespace(connections=set(), ready=asyncio.Event(), stats=Stats(), recordings=BrokerRecordings(0), latency=LatencyHistograms(), request_log=False,
+    owner = SimpleNamespace(connections=set(), ready=asyncio.Event(), stats=Stats(), recordings=BrokerRecordings(0), latency=LatencyHistograms(), faults=FaultTable(), node_id=0, request_log=False,
                             queued_request_bytes=0)
     owner.ready.set()
     c = Connection(owner, "PLAINTEXT", ConnectionLimits(max_frame_size=1 << 20))
@@ -193,7 +194,7 @@ async def test_no_request_is_taken_while_the_client_does_not_read_its_answers(co
 
 
 async def test_queued_max_request_bytes_holds_every_connection_until_answers_go(slow_list_groups):
-    owner = SimpleNamespace(connections=set(), ready=asyncio.Event(), stats=Stats(), recordings=BrokerRecordings(0), latency=LatencyHistograms(), request_log=False,
+    owner = SimpleNamespace(connections=set(), ready=asyncio.Event(), stats=Stats(), recordings=BrokerRecordings(0), latency=LatencyHistograms(), faults=FaultTable(), node_id=0, request_log=False,
                             queued_request_bytes=0)
     owner.ready.set()
     limits = ConnectionLimits(max_frame_size=1 << 20, queued_max_request_bytes=10)
@@ -215,7 +216,7 @@ async def test_queued_max_request_bytes_holds_every_connection_until_answers_go(
 @pytest.mark.parametrize("limits", [ConnectionLimits(max_connections=1),
                                     ConnectionLimits(max_connections_per_ip=1)])
 async def test_connections_beyond_the_limits_are_refused(limits):
-    owner = SimpleNamespace(connections=set(), ready=asyncio.Event(), stats=Stats(), recordings=BrokerRecordings(0), latency=LatencyHistograms(), request_log=False,
+    owner = SimpleNamespace(connections=set(), ready=asyncio.Event(), stats=Stats(), recordings=BrokerRecordings(0), latency=LatencyHistograms(), faults=FaultTable(), node_id=0, request_log=False,
                             queued_request_bytes=0)
     first, second = Connection(owner, "PLAINTEXT", limits), Connection(owner, "PLAINTEXT", limits)
     first.connection_made(FakeTransport())

@@ -46,13 +46,23 @@ def test_every_operation_answers_as_its_document_says(admin_schema):
         "/api/topics/{topic}/partitions/{partition}/leader", "/api/topics/{topic}/elect-preferred",
         "/api/topics/{topic}/reassign", "/api/topics/{topic}/partition-count",
         *(f"/api/brokers/{{broker}}/{a}" for a in ("stop", "kill", "start", "expire-session")),
-        "/api/timeline", "/api/timeline/stream"}
+        "/api/timeline", "/api/timeline/stream", "/api/faults", "/api/faults/{fault}"}
+    from schemathesis.checks import positive_data_acceptance
+
     for op in operations:
         if op.path == "/api/timeline/stream":
             continue  # an endless stream, which schemathesis would read to its end: test_admin_operations.py reads it
-        @given(case=op.as_strategy())
-        @settings(max_examples=40, deadline=None)
-        def answers_as_documented(case):
-            case.call_and_validate()
+        # A fault's fields depend on each other (an error fault needs error_code and one of the APIs whose
+        # answers refka can build; min_version <= max_version), which JSON Schema cannot say here: its
+        # refusals are 400s that test_faults.py checks one by one, so only that check is left out for it.
+        excluded = [positive_data_acceptance] if (op.path, op.method.lower()) == ("/api/faults", "post") else []
 
-        answers_as_documented()
+        def check(excluded: list) -> None:
+            @given(case=op.as_strategy())
+            @settings(max_examples=40, deadline=None)
+            def answers_as_documented(case):
+                case.call_and_validate(excluded_checks=excluded)
+
+            answers_as_documented()
+
+        check(excluded)
