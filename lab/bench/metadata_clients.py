@@ -226,31 +226,31 @@ SENDERS: dict[str, Callable[[str, str], _Sender]] = {
 
 
 def working_set(cluster: StudyCluster, bootstrap: str, port: int, client: str, idle_seconds: float,
-                stamp: str) -> dict[str, Any]:
-    names = [f"ws-{stamp[-6:]}-{client}-{i:04d}" for i in range(TOPICS)]
+                stamp: str, topics: int = TOPICS, used: int = USED) -> dict[str, Any]:
+    names = [f"ws-{stamp[-6:]}-{client}-{i:04d}" for i in range(topics)]
     t0 = time.monotonic()
     asyncio.run(_create_topics(port, names))
-    _say(f"working-set {client}: {TOPICS:,} topics created in {time.monotonic() - t0:.1f} s")
+    _say(f"working-set {client}: {topics:,} topics created in {time.monotonic() - t0:.1f} s")
     client_id = f"ws-{client}"
     s = SENDERS[client](bootstrap, client_id)
     try:
         for t in names:
             s.send(t, b"x")
         s.flush()
-        _say(f"working-set {client}: one record to each of {TOPICS:,} topics; now only to {USED}")
+        _say(f"working-set {client}: one record to each of {topics:,} topics; now only to {used}")
         start_ms = time.time() * 1000
         half_ms = start_ms + idle_seconds * 500
         end = time.monotonic() + idle_seconds
         i = 0
         while time.monotonic() < end:
-            s.send(names[i % USED], b"y")
+            s.send(names[i % used], b"y")
             i += 1
             time.sleep(0.1)
         s.flush()
     finally:
         s.close()
     meta = [r for r in cluster.recorded(client_id, half_ms) if r["api"] == "Metadata"]
-    sizes = [TOPICS if r["topics"] == "all" else len(r["topics"]) for r in meta]
+    sizes = [topics if r["topics"] == "all" else len(r["topics"]) for r in meta]
     named = sorted(sizes)
     return {"client": client, "software": next((f"{r['software_name']} {r['software_version']}" for r in meta
                                                 if r.get("software_name")), ""),
@@ -258,7 +258,7 @@ def working_set(cluster: StudyCluster, bootstrap: str, port: int, client: str, i
             "all_topics_requests": sum(r["topics"] == "all" for r in meta),
             "topics_named_median": named[len(named) // 2] if named else None,
             "topics_named_max": max(named) if named else None,
-            "window_seconds": idle_seconds / 2}
+            "window_seconds": idle_seconds / 2, "topics": topics, "used": used}
 
 
 def stale(cluster: StudyCluster, bootstrap: str, ports: dict[int, int], controller: int, client: str,
@@ -326,8 +326,9 @@ def _f(v: Any) -> str:
 def tables(results: dict[str, Any]) -> str:
     out = []
     if results.get("working_set"):
-        out.append(f"working-set: Metadata requests of the last {results['working_set'][0]['window_seconds']:.0f} s "
-                   f"of producing to {USED} of {TOPICS:,} topics")
+        first = results["working_set"][0]
+        out.append(f"working-set: Metadata requests of the last {first['window_seconds']:.0f} s "
+                   f"of producing to {first['used']} of {first['topics']:,} topics")
         out.append(f"{'client':<16} {'software':<28} {'requests':>8} {'all-topics':>10} {'named p50':>9} "
                    f"{'named max':>9} {'acked':>6} {'failed':>6}")
         for r in results["working_set"]:
@@ -355,17 +356,23 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--clients", default=",".join(CLIENTS), help=f"subset of {','.join(CLIENTS)}")
     parser.add_argument("--quick", action="store_true", help="a 20 s 10-topic phase and 6 s after the move")
     parser.add_argument("--idle-seconds", type=float, default=None, help="the 10-topic phase (default 60)")
+    parser.add_argument("--topics", type=int, default=TOPICS, help=f"topics of the working-set study ({TOPICS})")
+    parser.add_argument("--used", type=int, default=USED, help=f"of which the producer keeps using ({USED})")
+    parser.add_argument("--move-seconds", type=float, default=None,
+                        help="the stale study's time after the move (12; 6 with --quick)")
     parser.add_argument("--json", type=Path, default=None)
     args = parser.parse_args(argv)
     clients = [c for c in args.clients.split(",") if c]
     if not clients or any(c not in CLIENTS for c in clients):
         parser.error(f"--clients: a subset of {','.join(CLIENTS)}")
+    if not 1 <= args.used <= args.topics:
+        parser.error("--used must be between 1 and --topics")
     idle = args.idle_seconds or (20.0 if args.quick else 60.0)
     started = datetime.now(UTC)
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
     results: dict[str, Any] = {"started_at": started.isoformat(), "machine": report.machine_info(),
                                "config": {"study": args.study, "clients": clients, "idle_seconds": idle,
-                                          "topics": TOPICS, "used": USED, "overrides": OVERRIDES}}
+                                          "topics": args.topics, "used": args.used, "overrides": OVERRIDES}}
     with tempfile.TemporaryDirectory(prefix="refka-bench-mdclients-") as tmp:
         cluster = StudyCluster(Path(tmp))
         try:
@@ -373,10 +380,11 @@ def main(argv: list[str] | None = None) -> int:
             bootstrap = ",".join(f"{targets.HOST}:{p}" for p in sorted(ports.values()))
             _say(f"cluster up: brokers {ports}, admin port {cluster.admin_port}")
             if args.study in ("working-set", "both"):
-                results["working_set"] = [working_set(cluster, bootstrap, ports[0], c, idle, stamp) for c in clients]
+                results["working_set"] = [working_set(cluster, bootstrap, ports[0], c, idle, stamp, args.topics,
+                                                      args.used) for c in clients]
             if args.study in ("stale", "both"):
-                results["stale"] = [stale(cluster, bootstrap, ports, controller, c, stamp,
-                                          6.0 if args.quick else 12.0) for c in clients]
+                move = args.move_seconds or (6.0 if args.quick else 12.0)
+                results["stale"] = [stale(cluster, bootstrap, ports, controller, c, stamp, move) for c in clients]
         except (failover.BenchError, OSError, RuntimeError) as e:
             results["error"] = f"{type(e).__name__}: {e}"
             _say(results["error"])

@@ -124,15 +124,16 @@ def _error_code(raw: Any) -> ErrorCode:
         raw = int(raw)
     if isinstance(raw, str):
         try:
-            return ErrorCode[raw.upper()]
+            code = ErrorCode[raw.upper()]
         except KeyError:
             raise FaultError(400, f"unknown error code {raw!r} (Kafka's names, e.g. NOT_LEADER_OR_FOLLOWER)") from None
-    if isinstance(raw, int) and not isinstance(raw, bool) and raw in ErrorCode._value2member_map_:
+    elif isinstance(raw, int) and not isinstance(raw, bool) and raw in ErrorCode._value2member_map_:
         code = ErrorCode(raw)
-        if code == ErrorCode.NONE:
-            raise FaultError(400, "error_code NONE is not an error")
-        return code
-    raise FaultError(400, f"unknown error code {raw!r} (a name such as NOT_LEADER_OR_FOLLOWER or its number)")
+    else:
+        raise FaultError(400, f"unknown error code {raw!r} (a name such as NOT_LEADER_OR_FOLLOWER or its number)")
+    if code == ErrorCode.NONE:
+        raise FaultError(400, "error_code NONE is not an error")
+    return code
 
 
 class FaultTable:

@@ -15,9 +15,9 @@ from refka.broker.admin_http import NDJSON, OPENAPI, ServedBroker, make_app
 from refka.broker.group.metadata import GroupSummary, MemberSummary
 from refka.broker.group.offsets import CommittedOffset
 from refka.broker.metadata_cache import BrokerMeta, MetadataCache, PartitionMeta, TopicMeta
+from refka.broker.recording import ALL_TOPICS, BrokerRecordings
 from refka.protocol import ErrorCode
 from refka.protocol.consumer_protocol import Assignment
-from refka.broker.recording import ALL_TOPICS, BrokerRecordings
 from refka.protocol.messages.metadata import Metadata
 from refka.protocol.messages.produce import Produce
 

@@ -14,9 +14,9 @@ from structlog.testing import capture_logs
 
 import refka.broker.handlers  # noqa: F401  (registers every handler)
 from refka.broker import registry
+from refka.broker.broker_metrics import LatencyHistograms
 from refka.broker.connection import Connection, ConnectionLimits
 from refka.broker.connection import _Slot as conn_slot
-from refka.broker.broker_metrics import LatencyHistograms
 from refka.broker.faults import FaultTable
 from refka.broker.recording import BrokerRecordings
 from refka.broker.stats import Stats

@@ -57,7 +57,7 @@ def test_every_operation_answers_as_its_document_says(admin_schema):
         # refusals are 400s that test_faults.py checks one by one, so only that check is left out for it.
         excluded = [positive_data_acceptance] if (op.path, op.method.lower()) == ("/api/faults", "post") else []
 
-        def check(excluded: list) -> None:
+        def check(op, excluded: list) -> None:
             @given(case=op.as_strategy())
             @settings(max_examples=40, deadline=None)
             def answers_as_documented(case):
@@ -65,4 +65,4 @@ def test_every_operation_answers_as_its_document_says(admin_schema):
 
             answers_as_documented()
 
-        check(excluded)
+        check(op, excluded)

@@ -140,7 +140,7 @@ def test_broker_metrics_count_known_traffic_and_an_isr_shrink(tmp_path):
         a.create_topics([NewTopic(topic, num_partitions=-1, replication_factor=-1, replica_assignments={0: [0, 1]})])
         a.close()
         p = KafkaProducer(bootstrap_servers=b.bootstrap, acks="all")
-        for i in range(20):
+        for _ in range(20):
             p.send(topic, b"x" * 100, partition=0).get(30)
         p.close()
         c = KafkaConsumer(topic, bootstrap_servers=b.bootstrap, auto_offset_reset="earliest",

@@ -14,8 +14,8 @@ import pytest
 from confluent_kafka import KafkaException, Producer
 from prometheus_client.parser import text_string_to_metric_families
 
-from refka.protocol.kafka_apis import KAFKA_API_NAMES
 from refka.broker.registry import HANDLERS
+from refka.protocol.kafka_apis import KAFKA_API_NAMES
 from tests.brokers import BrokerProcess, free_port_block
 from tests.waiting import wait_until
 
