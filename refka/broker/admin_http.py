@@ -143,6 +143,7 @@ _FAULT_SPEC = {
     "follower": {**_INT32, "minimum": 0},
     "error_code": {"type": ["string", "integer"], "description": "a Kafka error name or number (kind error)"},
     "latency_ms": {"type": "number", "exclusiveMinimum": 0, "maximum": 600000},
+    "bytes_per_second": {"type": "integer", "minimum": 1, "maximum": 2**40, "description": "kind throttle"},
     "count": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
     "duration_ms": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400000}}
 _FAULT = {"type": "object", "required": ["id", "kind", "fired"], "properties": {

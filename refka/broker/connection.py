@@ -577,6 +577,12 @@ async def _faulted(ctx: RequestContext, args: tuple[Handler, Any, Any]) -> Any:
         return await _call(handler, ctx, request)
     if kind == "blackhole":
         await asyncio.get_running_loop().create_future()  # never answered; cancelled when the connection goes
+    if kind == "throttle":
+        response = await _call(handler, ctx, request)
+        if response is not None:
+            size = sum(len(c) for c in handler.api.encode_response(response, ctx.api_version))
+            await asyncio.sleep(size / fault.bytes_per_second)  # as long as a link of that rate takes
+        return response
     if kind == "drop-after":
         await _call(handler, ctx, request)
         ctx.conn.abort("fault_drop_after", quiet=True, api=handler.api.name)

@@ -16,6 +16,9 @@ Kinds:
   wait behind it, as Kafka's in-order answers would).
 - ``replication-delay``: a follower's Fetch (``follower`` in scope, or any follower)
   waits ``latency_ms`` before it is handled.
+- ``throttle``: the answer is held back as long as sending it at ``bytes_per_second``
+  would take (its encoded size / the rate), so a client's throughput is bounded as by a
+  slow link; the connection's later answers wait behind it.
 
 Scope (every field optional, all given must match): ``broker`` (the broker the request
 reached), ``api_key`` with ``min_version``/``max_version``, ``client_id``, ``topic`` and
@@ -44,7 +47,7 @@ from .registry import HANDLERS
 
 log = get_logger("refka.faults")
 
-KINDS = ("error", "latency", "drop-before", "drop-after", "blackhole", "replication-delay")
+KINDS = ("error", "latency", "drop-before", "drop-after", "blackhole", "replication-delay", "throttle")
 PARTITIONED_APIS = frozenset({Produce.key, Fetch.key})
 # APIs whose whole answer can be one error code: key -> the response fields set besides error_code
 _TOP_LEVEL = {10: "FindCoordinator", 11: "JoinGroup", 14: "SyncGroup", 12: "Heartbeat", 13: "LeaveGroup",
@@ -75,6 +78,7 @@ class Fault:
     follower: int | None = None
     error_code: ErrorCode | None = None
     latency_ms: float = 0.0
+    bytes_per_second: int = 0  # throttle
     count: int | None = None  # firings left; None: unbounded
     until: float | None = None  # monotonic deadline
     fired: int = 0
@@ -95,6 +99,8 @@ class Fault:
             out["error_code"] = self.error_code.name
         if self.kind in ("latency", "replication-delay"):
             out["latency_ms"] = self.latency_ms
+        if self.kind == "throttle":
+            out["bytes_per_second"] = self.bytes_per_second
         return out
 
     def matches_request(self, broker: int, api_key: int, version: int, client_id: str | None) -> bool:
@@ -148,7 +154,7 @@ class FaultTable:
     def add(self, spec: dict[str, Any], brokers: set[int]) -> Fault:
         """A fault from its JSON ``spec``; every field checked before anything is installed."""
         known = {"kind", "broker", "api_key", "api", "min_version", "max_version", "client_id", "topic", "partition",
-                 "follower", "error_code", "latency_ms", "count", "duration_ms"}
+                 "follower", "error_code", "latency_ms", "bytes_per_second", "count", "duration_ms"}
         unknown = sorted(set(spec) - known)
         if unknown:
             raise FaultError(400, f"unknown field(s) {', '.join(unknown)}; a fault has {', '.join(sorted(known))}")
@@ -201,6 +207,11 @@ class FaultTable:
                 raise FaultError(400, f"latency_ms must be a number above 0 and at most 600000, got {latency!r}")
         elif "latency_ms" in spec:
             raise FaultError(400, f"latency_ms is for kinds latency and replication-delay, not {kind}")
+        rate = _int(spec, "bytes_per_second", 1, 2**40)
+        if kind == "throttle" and rate is None:
+            raise FaultError(400, "a throttle fault needs bytes_per_second")
+        if kind != "throttle" and rate is not None:
+            raise FaultError(400, f"bytes_per_second is for kind throttle, not {kind}")
         if kind == "replication-delay" and api_key not in (None, Fetch.key):
             raise FaultError(400, "a replication-delay is on Fetch")
         count = _int(spec, "count", 1, 2**31 - 1)
@@ -212,7 +223,8 @@ class FaultTable:
             raise FaultError(409, f"{MAX_FAULTS} faults are installed already: remove some first")
         f = Fault(next(self._ids), kind, broker=broker, api_key=Fetch.key if kind == "replication-delay" else api_key,
                   min_version=min_v, max_version=max_v, client_id=client_id, topic=topic, partition=partition,
-                  follower=follower, error_code=error_code, latency_ms=float(latency), count=count,
+                  follower=follower, error_code=error_code, latency_ms=float(latency), bytes_per_second=rate or 0,
+                  count=count,
                   until=None if duration is None else time.monotonic() + duration / 1000)
         self.faults[f.id] = f
         log.info("fault_added", **f.describe())

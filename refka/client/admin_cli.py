@@ -113,13 +113,14 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     fa = asub.add_parser("fault-add", help="install a fault (scope and lifetime options below)",
                          description="Kinds: error (answer --error-code instead of handling: Produce and Fetch per "
                                      "partition, group and coordinator APIs whole), latency, drop-before, drop-after, "
-                                     "blackhole, replication-delay. example: refka admin fault-add --kind error "
+                                     "blackhole, replication-delay, throttle. example: refka admin fault-add --kind error "
                                      "--api Produce --topic orders --partition 0 --error-code "
                                      "NOT_LEADER_OR_FOLLOWER --count 3")
     fa.add_argument("--kind", required=True)
     for name, kind in (("--broker", int), ("--api", str), ("--api-key", int), ("--min-version", int),
                        ("--max-version", int), ("--client-id", str), ("--topic", str), ("--partition", int),
-                       ("--follower", int), ("--error-code", str), ("--latency-ms", float), ("--count", int),
+                       ("--follower", int), ("--error-code", str), ("--latency-ms", float),
+                       ("--bytes-per-second", int), ("--count", int),
                        ("--duration-ms", float)):
         fa.add_argument(name, type=kind, default=None)
     fr = asub.add_parser("fault-remove", help="remove a fault, or every fault with --all",
@@ -282,7 +283,7 @@ def _partitions(raw: str | None) -> dict[str, Any]:
 
 
 _FAULT_FIELDS = ("kind", "broker", "api", "api_key", "min_version", "max_version", "client_id", "topic", "partition",
-                 "follower", "error_code", "latency_ms", "count", "duration_ms")
+                 "follower", "error_code", "latency_ms", "bytes_per_second", "count", "duration_ms")
 
 # action -> (its POST path, its JSON body)
 OPERATIONS: dict[str, Any] = {

@@ -188,3 +188,32 @@ def test_refusals_say_why_and_install_nothing(cluster, spec, status, words):
     assert got == status and words in answer["error"], answer
     assert call(url, "/api/faults")[1]["faults"] == []
     assert call(url, "/api/faults/99", "DELETE")[0] == 404
+
+
+def test_a_throttled_reader_takes_as_long_as_its_bytes_at_the_rate(cluster, capsys):
+    b, url = cluster
+    topic = create(b, [[0]])
+    p = Producer({"bootstrap.servers": b.bootstrap, "linger.ms": 5})
+    for i in range(300):
+        p.produce(topic, b"%04d" % i + b"x" * 996, partition=0)
+    assert p.flush(TIMEOUT) == 0
+    assert main(["admin", "--url", url, "fault-add", "--kind", "throttle", "--api", "Fetch", "--client-id",
+                 "slow-reader", "--bytes-per-second", "100000"]) == 0
+    capsys.readouterr()
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=b.bootstrap, client_id="slow-reader", auto_offset_reset="earliest",
+                      consumer_timeout_ms=15000)
+    c.assign([TopicPartition(topic, 0)])
+    t0 = time.monotonic()
+    got = 0
+    for _m in c:
+        got += 1
+        if got == 300:
+            break
+    elapsed = time.monotonic() - t0
+    c.close()
+    assert got == 300
+    assert elapsed >= 2.5  # 300 KB of records at 100 KB/s: at least ~3 s, however fast the machine
+    (f,) = call(url, "/api/faults")[1]["faults"]
+    assert f["kind"] == "throttle" and f["bytes_per_second"] == 100000 and f["fired"] >= 1
