@@ -404,8 +404,10 @@ class Connection(asyncio.BufferedProtocol):
                     faults.fired(fault, self.broker.node_id, f"{api.name} v{version}")
                     self.abort("fault_drop_before", quiet=True, api=api.name)
                     return
-                self._dispatch(replace(handler, fn=_faulted, is_async=True), ctx, (handler, request, fault),
-                               len(frame))
+                if not deferred:  # the handler may run after an await: decoded again from a copy, as deferred
+                    request, end = api.decode_request(memoryview(bytes(frame)), version, pos)
+                self._dispatch(replace(handler, fn=_faulted, is_async=True), ctx,
+                               (handler, request, fault, deferred), len(frame))
                 return
         if deferred:
             self._dispatch(replace(handler, fn=_when_ready, is_async=True), ctx, (handler, request), len(frame))
@@ -565,16 +567,20 @@ async def _call(handler: Handler, ctx: RequestContext, request: Any) -> Any:
     return result
 
 
-async def _faulted(ctx: RequestContext, args: tuple[Handler, Any, Any]) -> Any:
+async def _faulted(ctx: RequestContext, args: tuple[Handler, Any, Any, bool]) -> Any:
     """A request a fault matched (faults.py): what the fault's kind says instead of, or around,
-    the handler."""
-    handler, request, fault = args
+    the handler (decoded from its own copy of the frame: it may run after an await). One that
+    arrived before the broker was ready waits for it first, as ``_when_ready``."""
+    handler, request, fault, deferred = args
     broker = ctx.broker
+    if deferred:
+        await broker.ready.wait()
     broker.faults.fired(fault, broker.node_id, f"{handler.api.name} v{ctx.api_version}")
     kind = fault.kind
-    if kind in ("latency", "replication-delay"):
+    if kind in ("latency", "replication-delay"):  # handled at once (appends keep the connection's order), answered late
+        response = await _call(handler, ctx, request)
         await asyncio.sleep(fault.latency_ms / 1000)
-        return await _call(handler, ctx, request)
+        return response
     if kind == "blackhole":
         await asyncio.get_running_loop().create_future()  # never answered; cancelled when the connection goes
     if kind == "throttle":

@@ -9,13 +9,15 @@ Kinds:
   OffsetCommit, OffsetFetch, InitProducerId: the whole answer is the error
   (``ERROR_APIS``). Any other API is refused when the fault is added (400): no fault is
   half-installed.
-- ``latency``: wait ``latency_ms`` before handling.
+- ``latency``: handle at once, answer ``latency_ms`` later (the connection's later answers
+  wait behind it, as Kafka answers a connection in order; handling at once keeps a Produce
+  appended in the order the connection sent it).
 - ``drop-before``: close the connection instead of handling; ``drop-after``: handle,
   then close the connection instead of answering (a Produce is appended, its answer lost).
 - ``blackhole``: read the request and never answer it (the connection's later answers
   wait behind it, as Kafka's in-order answers would).
 - ``replication-delay``: a follower's Fetch (``follower`` in scope, or any follower)
-  waits ``latency_ms`` before it is handled.
+  answered ``latency_ms`` late, so the follower, and the high watermark, fall behind.
 - ``throttle``: the answer is held back as long as sending it at ``bytes_per_second``
   would take (its encoded size / the rate), so a client's throughput is bounded as by a
   slow link; the connection's later answers wait behind it.

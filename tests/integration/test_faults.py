@@ -217,3 +217,44 @@ def test_a_throttled_reader_takes_as_long_as_its_bytes_at_the_rate(cluster, caps
     assert elapsed >= 2.5  # 300 KB of records at 100 KB/s: at least ~3 s, however fast the machine
     (f,) = call(url, "/api/faults")[1]["faults"]
     assert f["kind"] == "throttle" and f["bytes_per_second"] == 100000 and f["fired"] >= 1
+
+
+def test_a_delayed_produce_appends_its_own_records_though_later_frames_reuse_the_buffer(cluster):
+    """A latency fault holds the answer, not the handling: a Produce it delays is appended before
+    the connection's later ones (Kafka handles a connection's requests in order), with its own
+    records though the connection's receive buffer is reused by the later frames meanwhile."""
+    from refka.protocol import RequestHeader, encode_request_header, join
+    from refka.protocol.messages.produce import Produce as ProduceApi
+    from refka.protocol.records import build_batch
+
+    b, url = cluster
+    topic = create(b, [[0]])
+    assert call(url, "/api/faults", "POST", {"kind": "latency", "api": "Produce", "latency_ms": 500, "count": 1,
+                                             "client_id": "pipe"})[0] == 201
+    P = ProduceApi.Request
+
+    def frame(cid: int, value: bytes) -> bytes:
+        req = P(transactional_id=None, acks=1, timeout_ms=5000, topic_data=[P.TopicProduceData(
+            name=topic, partition_data=[P.TopicProduceData.PartitionProduceData(
+                index=0, records=bytes(build_batch([(None, value)])))])])
+        payload = encode_request_header(RequestHeader(ProduceApi.key, 8, cid, "pipe"),
+                                        ProduceApi.request_header_version(8)) + join(ProduceApi.encode_request(req, 8))
+        return struct.pack(">i", len(payload)) + payload
+
+    with socket.create_connection(("127.0.0.1", b.port), timeout=10) as s:
+        s.sendall(frame(1, b"first-" + b"a" * 200))
+        time.sleep(0.2)  # handled (delayed): the buffer is free for the next frames
+        s.sendall(b"".join(frame(i, f"later-{i}-".encode() + b"b" * 200) for i in range(2, 6)))
+        t0 = time.monotonic()
+        answers = b""
+        while len(answers) < 4:
+            answers += s.recv(65536)
+        (first_cid,) = struct.unpack_from(">i", answers, 4)
+        assert first_cid == 1 and time.monotonic() - t0 >= 0.2  # in order, the first held back
+    from kafka import KafkaConsumer, TopicPartition
+
+    c = KafkaConsumer(bootstrap_servers=b.bootstrap, auto_offset_reset="earliest", consumer_timeout_ms=3000)
+    c.assign([TopicPartition(topic, 0)])
+    values = [m.value for m in c]
+    c.close()
+    assert values == [b"first-" + b"a" * 200] + [f"later-{i}-".encode() + b"b" * 200 for i in range(2, 6)]
