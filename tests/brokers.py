@@ -2,13 +2,19 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
+import urllib.error
+import urllib.request
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 
 def free_port_block(n: int = 1) -> int:
@@ -111,3 +117,30 @@ class BrokerProcess:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+@contextlib.contextmanager
+def with_admin_api(data_dir: Path, *, brokers: int = 1, overrides: dict[str, str] | None = None
+                   ) -> Iterator[tuple[BrokerProcess, str]]:
+    """``refka serve --memory --admin-port`` for a test module: (the broker process, the admin
+    API's base URL), stopped on the way out."""
+    admin_port = free_port_block()
+    b = BrokerProcess(data_dir, brokers=brokers, memory=True, overrides=overrides,
+                      extra_args=["--admin-port", str(admin_port)]).start()
+    try:
+        yield b, f"http://127.0.0.1:{admin_port}"
+    finally:
+        b.stop()
+
+
+def admin_call(url: str, path: str, method: str = "GET", body: object | None = None,
+               timeout: float = 60.0) -> tuple[int, Any]:
+    """The admin API's status and JSON answer (4xx and 5xx included, their JSON error)."""
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(url + path, data=data, method=method,
+                                 headers={"Content-Type": "application/json"} if data else {})
+    try:
+        with urllib.request.urlopen(req, timeout=timeout) as r:
+            return r.status, json.loads(r.read() or b"null")
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())

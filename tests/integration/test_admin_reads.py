@@ -14,30 +14,21 @@ from kafka.admin import KafkaAdminClient, NewTopic
 from kafka.structs import OffsetAndMetadata
 
 from refka.cli import main
-from tests.brokers import BrokerProcess, free_port_block
+from tests.brokers import BrokerProcess, admin_call, free_port_block, with_admin_api
 from tests.waiting import wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(120)]
 
 
 def api(url: str, path: str) -> tuple[int, dict]:
-    try:
-        with urllib.request.urlopen(url + path, timeout=30) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+    return admin_call(url, path)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    admin_port = free_port_block()
-    b = BrokerProcess(tmp_path_factory.mktemp("reads") / "data", brokers=2, memory=True,
-                      overrides={"group.initial.rebalance.delay.ms": "0"},
-                      extra_args=["--admin-port", str(admin_port)]).start()
-    try:
-        yield b, f"http://127.0.0.1:{admin_port}"
-    finally:
-        b.stop()
+    with with_admin_api(tmp_path_factory.mktemp("reads") / "data", brokers=2,
+                        overrides={"group.initial.rebalance.delay.ms": "0"}) as served:
+        yield served
 
 
 def test_cluster_topic_and_group_reads_tell_what_the_clients_did(cluster, capsys):

@@ -21,7 +21,7 @@ from confluent_kafka import Producer
 from confluent_kafka.admin import AdminClient, NewTopic
 
 from refka.cli import main
-from tests.brokers import BrokerProcess, free_port_block
+from tests.brokers import BrokerProcess, admin_call, with_admin_api
 from tests.integration.cluster_helpers import metadata
 from tests.waiting import wait_until
 
@@ -30,26 +30,14 @@ TIMEOUT = 60.0
 
 
 def call(url: str, path: str, method: str = "GET", body: object | None = None) -> tuple[int, object]:
-    data = None if body is None else json.dumps(body).encode()
-    req = urllib.request.Request(url + path, data=data, method=method,
-                                 headers={"Content-Type": "application/json"} if data else {})
-    try:
-        with urllib.request.urlopen(req, timeout=TIMEOUT) as r:
-            return r.status, json.loads(r.read() or b"null")
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+    return admin_call(url, path, method, body)
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory):
-    admin_port = free_port_block()
-    b = BrokerProcess(tmp_path_factory.mktemp("faults") / "data", brokers=2, memory=True,
-                      overrides={"auto.create.topics.enable": "false"},
-                      extra_args=["--admin-port", str(admin_port)]).start()
-    try:
-        yield b, f"http://127.0.0.1:{admin_port}"
-    finally:
-        b.stop()
+    with with_admin_api(tmp_path_factory.mktemp("faults") / "data", brokers=2,
+                        overrides={"auto.create.topics.enable": "false"}) as served:
+        yield served
 
 
 @pytest.fixture(autouse=True)
