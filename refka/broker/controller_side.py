@@ -34,9 +34,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from refka.common.topic_config import InvalidConfigError
 from refka.controller import admin, znodes
 from refka.controller import store as stores
-from refka.controller.admin import AdminError, InvalidTopicError, TopicExistsError, validate_topic_name
+from refka.controller.admin import (
+    AdminError,
+    InvalidTopicError,
+    TopicExistsError,
+    TopicSpec,
+    validate_topic_name,
+)
 from refka.controller.channel import ControllerChannel, request_controlled_shutdown
 from refka.controller.controller import Controller
 from refka.controller.producer_ids import ProducerIdManager, ProducerIdsExhaustedError
@@ -66,6 +73,7 @@ __all__ = [
     "ProducerIdsExhaustedError",
     "StoreError",
     "TopicExistsError",
+    "TopicSpec",
     "open_store",
     "validate_topic_name",
 ]
@@ -226,12 +234,31 @@ class ControllerSide:
     async def create_topic(self, name: str, num_partitions: int, replication_factor: int,
                            assignment: Mapping[int, Sequence[int]] | None, configs: Mapping[str, Any],
                            *, validate_only: bool = False) -> bytes:
-        if not assignment:
-            self._check_partition_count(num_partitions)  # before that many are assigned in memory
-        topic = await admin.create_topic(self.session, name, num_partitions, replication_factor, assignment,
-                                         configs, await self._brokers(), validate_only=validate_only,
-                                         check=self._check_partition_limits)
-        return topic.topic_id
+        spec = admin.TopicSpec(name, num_partitions, replication_factor, assignment, configs)
+        (result,) = await self.create_topics([spec], validate_only=validate_only)
+        if isinstance(result, Exception):
+            raise result
+        return result.topic_id
+
+    async def create_topics(self, specs: Sequence[admin.TopicSpec], *, validate_only: bool = False,
+                            ) -> list[znodes.TopicAssignment | admin.AdminError | InvalidConfigError]:
+        """The topics of one CreateTopics request, in its order: each one's assignment or its error.
+        KIP-578's limits count the topics admitted earlier in the request."""
+        results: list[znodes.TopicAssignment | admin.AdminError | InvalidConfigError | None] = [None] * len(specs)
+        where = []
+        for i, spec in enumerate(specs):
+            try:
+                if not spec.replica_assignment:
+                    self._check_partition_count(spec.num_partitions)  # before that many are assigned in memory
+                where.append(i)
+            except admin.AdminError as e:
+                results[i] = e
+        if where:
+            done = await admin.create_topics(self.session, [specs[i] for i in where], await self._brokers(),
+                                             validate_only=validate_only, check=self._partition_budget())
+            for i, r in zip(where, done, strict=True):
+                results[i] = r
+        return [r for r in results if r is not None]
 
     async def delete_topic(self, name: str) -> None:
         await admin.delete_topic(self.session, name)
@@ -241,7 +268,7 @@ class ControllerSide:
         meta = self.metadata.topic(name)
         self._check_partition_count(count - (len(meta.partitions) if meta is not None else 0))
         await admin.create_partitions(self.session, name, count, assignment, await self._brokers(),
-                                      validate_only=validate_only, check=self._check_partition_limits)
+                                      validate_only=validate_only, check=self._partition_budget())
 
     def _check_partition_count(self, new: int) -> None:
         """max.partitions, checked on the count alone: also before a request's partitions
@@ -253,20 +280,29 @@ class ControllerSide:
                 f"A request for {new} partitions would take the cluster to {total}, "
                 f"above max.partitions ({max_total}).")
 
-    def _check_partition_limits(self, new: Mapping[int, Sequence[int]]) -> None:
+    def _partition_budget(self) -> admin.PartitionCheck:
         """KIP-578: ``max.partitions`` bounds the cluster's partitions, ``max.broker.partitions``
-        the replicas one broker hosts; a request that would pass either is refused whole
-        (POLICY_VIOLATION). Counted from this broker's metadata cache, as Kafka counts from
-        its controller's view."""
-        self._check_partition_count(len(new))
+        the replicas one broker hosts; a topic or a partition increase that would pass either is
+        refused whole (POLICY_VIOLATION). Counted from this broker's metadata cache, as Kafka
+        counts from its controller's view, plus what this check admitted before (the earlier
+        topics of one CreateTopics request)."""
         max_per_broker = self.config["max.broker.partitions"]
         hosted = Counter(self.metadata.replicas_per_broker)
-        hosted.update(r for replicas in new.values() for r in replicas)
-        over = sorted(b for b, n in hosted.items() if n > max_per_broker)
-        if over:
-            raise admin.PolicyViolationError(
-                f"A request for {len(new)} partitions would give broker(s) {over} more than "
-                f"max.broker.partitions ({max_per_broker}) replicas.")
+        admitted = 0
+
+        def check(new: Mapping[int, Sequence[int]]) -> None:
+            nonlocal admitted
+            self._check_partition_count(admitted + len(new))
+            per_broker = Counter(r for replicas in new.values() for r in replicas)
+            over = sorted(b for b, n in per_broker.items() if hosted[b] + n > max_per_broker)
+            if over:
+                raise admin.PolicyViolationError(
+                    f"A request for {len(new)} partitions would give broker(s) {over} more than "
+                    f"max.broker.partitions ({max_per_broker}) replicas.")
+            admitted += len(new)
+            hosted.update(per_broker)
+
+        return check
 
     async def topic_configs(self, name: str) -> dict[str, str]:
         try:

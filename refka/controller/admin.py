@@ -37,7 +37,7 @@ from typing import Any
 import structlog
 
 from refka.common import TopicPartition
-from refka.common.topic_config import ordered_delivery, validate_topic_configs
+from refka.common.topic_config import InvalidConfigError, ordered_delivery, validate_topic_configs
 from refka.protocol.errors import ErrorCode
 
 from . import znodes
@@ -373,6 +373,22 @@ async def read_topic(store: MetadataStore, name: str) -> znodes.TopicAssignment 
     return znodes.TopicAssignment.from_json(name, data)
 
 
+@dataclass(frozen=True)
+class TopicSpec:
+    """One topic of a CreateTopics request: counts, or a manual ``replica_assignment``
+    (partition -> replicas) from which the counts are taken."""
+
+    name: str
+    num_partitions: int
+    replication_factor: int
+    replica_assignment: Mapping[int, Sequence[int]] | None = None
+    configs: Mapping[str, Any] | None = None
+
+
+# Bytes of znode data per ZooKeeper multi in create_topics: well inside jute.maxbuffer (1 MiB).
+_MULTI_BYTES = 256 * 1024
+
+
 async def create_topic(
     store: MetadataStore,
     name: str,
@@ -386,57 +402,159 @@ async def create_topic(
     rng: random.Random | None = None,
     check: PartitionCheck | None = None,
 ) -> znodes.TopicAssignment:
-    """Writes ``/config/topics/<t>`` and ``/brokers/topics/<t>`` (one transaction).
+    """One topic through ``create_topics``; raises its error."""
+    spec = TopicSpec(name, num_partitions, replication_factor, replica_assignment, configs)
+    (result,) = await create_topics(store, [spec], brokers, validate_only=validate_only, rng=rng, check=check)
+    if isinstance(result, Exception):
+        raise result
+    return result
 
-    ``brokers``: the live brokers, id -> rack (None without one). With a
-    ``replica_assignment`` (partition -> replicas) the counts are taken from it;
-    otherwise replicas are assigned rack-aware round-robin. The new topic has a
-    fresh topic id and initial = undeleted partition count (KIP-253); the
-    controller adds its topic_epoch and partition epochs.
+
+async def create_topics(
+    store: MetadataStore,
+    specs: Sequence[TopicSpec],
+    brokers: Mapping[int, str | None],
+    *,
+    validate_only: bool = False,
+    rng: random.Random | None = None,
+    check: PartitionCheck | None = None,
+) -> list[znodes.TopicAssignment | AdminError | InvalidConfigError]:
+    """Writes ``/config/topics/<t>`` and ``/brokers/topics/<t>`` for each spec.
+
+    Returns, in the specs' order, the new topic or the error that refused it
+    (``error_code`` is the answer for the client). ``brokers``: the live
+    brokers, id -> rack (None without one); without a ``replica_assignment``
+    replicas are assigned rack-aware round-robin. A new topic has a fresh
+    topic id and initial = undeleted partition count (KIP-253); the controller
+    adds its topic_epoch and partition epochs.
+
+    ``check`` sees each topic's new partitions in the specs' order, after
+    everything else about the topic passed, and raises to refuse it; it keeps
+    its own tally, so a topic is counted with those admitted before it.
+
+    Batched for the ZooKeeper store, where each round trip and each
+    transaction (one log fsync) is most of a topic's cost: the existence
+    reads go out together, topics are committed many to a multi, and only a
+    multi that fails (a topic created meanwhile) is retried topic by topic to
+    say which one.
     """
-    validate_topic_name(name)
-    if replica_assignment:
-        assignment = validate_assignment(replica_assignment, brokers)
-    else:
-        assignment = assign_replicas(brokers, num_partitions, replication_factor, rng=rng)
-    if check is not None:
-        check(assignment)
-    config = validate_topic_configs(configs or {})
-    if await store.exists(znodes.delete_topic_path(name)) is not None:
-        raise TopicExistsError(f"Topic '{name}' is marked for deletion.")
-    if await store.exists(znodes.topic_path(name)) is not None:
-        raise TopicExistsError(f"Topic '{name}' already exists.")
+    results: list[znodes.TopicAssignment | AdminError | InvalidConfigError | None] = [None] * len(specs)
+    checked: list[tuple[int, TopicSpec, dict[int, list[int]], dict[str, str]]] = []
+    for i, spec in enumerate(specs):
+        try:
+            validate_topic_name(spec.name)
+            if spec.replica_assignment:
+                assignment = validate_assignment(spec.replica_assignment, brokers)
+            else:
+                assignment = assign_replicas(brokers, spec.num_partitions, spec.replication_factor, rng=rng)
+            config = validate_topic_configs(spec.configs or {})
+        except (AdminError, InvalidConfigError) as e:
+            results[i] = e
+            continue
+        checked.append((i, spec, assignment, config))
+
+    paths = [p for _, spec, _, _ in checked
+             for p in (znodes.delete_topic_path(spec.name), znodes.topic_path(spec.name),
+                       znodes.topic_config_path(spec.name))]
+    stats = await asyncio.gather(*(store.exists(p) for p in paths))
     # Only a name with '.' or '_' can collide (Kafka's Topic.hasCollisionChars): the others skip
     # listing every topic, which at 10^5 topics is most of a creation's cost (KIP-526 bench).
-    key = _collision_key(name)
-    clashes = [t for t in await list_topics(store) if t != name and _collision_key(t) == key] if (
-        "." in name or "_" in name) else []
-    if clashes:
-        raise InvalidTopicError(f"Topic '{name}' collides with existing topics: {', '.join(clashes)}")
-    n = len(assignment)
-    topic = znodes.TopicAssignment(
-        topic=name,
-        topic_id=znodes.new_topic_id(),
-        partitions=assignment,
-        initial_partition_count=n,
-        undeleted_partition_count=n,
-    )
-    if validate_only:
-        return topic
+    taken: dict[str, list[str]] = {}
+    if any("." in spec.name or "_" in spec.name for _, spec, _, _ in checked):
+        for t in await list_topics(store):
+            taken.setdefault(_collision_key(t), []).append(t)
+
+    writes: list[tuple[int, znodes.TopicAssignment, bytes, bool]] = []
+    admitted: set[str] = set()
+    for k, (i, spec, assignment, config) in enumerate(checked):
+        name = spec.name
+        marked, exists, has_config = stats[3 * k: 3 * k + 3]
+        try:
+            if marked is not None:
+                raise TopicExistsError(f"Topic '{name}' is marked for deletion.")
+            if exists is not None or name in admitted:
+                raise TopicExistsError(f"Topic '{name}' already exists.")
+            if "." in name or "_" in name:
+                clashes = [t for t in taken.get(_collision_key(name), ()) if t != name]
+                if clashes:
+                    raise InvalidTopicError(f"Topic '{name}' collides with existing topics: {', '.join(clashes)}")
+            if check is not None:
+                check(assignment)
+        except AdminError as e:
+            results[i] = e
+            continue
+        admitted.add(name)
+        taken.setdefault(_collision_key(name), []).append(name)  # a later spec collides with this one
+        n = len(assignment)
+        topic = znodes.TopicAssignment(
+            topic=name,
+            topic_id=znodes.new_topic_id(),
+            partitions=assignment,
+            initial_partition_count=n,
+            undeleted_partition_count=n,
+        )
+        results[i] = topic
+        writes.append((i, topic, znodes.TopicConfig(config).to_json(), has_config is not None))
+    if not validate_only and writes:
+        await _write_topics(store, writes, results)
+    return [r for r in results if r is not None]
+
+
+async def _write_topics(
+    store: MetadataStore,
+    writes: Sequence[tuple[int, znodes.TopicAssignment, bytes, bool]],
+    results: list[znodes.TopicAssignment | AdminError | InvalidConfigError | None],
+) -> None:
     await store.ensure_path(znodes.BROKER_TOPICS)
     await store.ensure_path(znodes.CONFIG_TOPICS)
+    batch: list[tuple[int, znodes.TopicAssignment, bytes, bool]] = []
+    size = 0
+    for w in writes:
+        batch.append(w)
+        size += len(w[2]) + len(w[1].to_json())
+        if size >= _MULTI_BYTES:
+            await _commit_topics(store, batch, results)
+            batch, size = [], 0
+    await _commit_topics(store, batch, results)
+
+
+async def _commit_topics(
+    store: MetadataStore,
+    batch: Sequence[tuple[int, znodes.TopicAssignment, bytes, bool]],
+    results: list[znodes.TopicAssignment | AdminError | InvalidConfigError | None],
+) -> None:
+    """Commits the topics of ``batch`` in one transaction; if it fails, one by one."""
+    if not batch:
+        return
+
+    def add(txn: Any, topic: znodes.TopicAssignment, config_json: bytes, has_config: bool) -> None:
+        if has_config:
+            txn.set_data(znodes.topic_config_path(topic.topic), config_json)  # left by an older topic
+        else:
+            txn.create(znodes.topic_config_path(topic.topic), config_json)
+        txn.create(topic.path, topic.to_json())
+
     txn = store.transaction()
-    config_json = znodes.TopicConfig(config).to_json()
-    if await store.exists(znodes.topic_config_path(name)) is not None:
-        txn.set_data(znodes.topic_config_path(name), config_json)  # left by an older topic of that name
-    else:
-        txn.create(znodes.topic_config_path(name), config_json)
-    txn.create(topic.path, topic.to_json())
+    for _, topic, config_json, has_config in batch:
+        add(txn, topic, config_json, has_config)
     try:
         await txn.commit()
+        return
     except NodeExistsError:
-        raise TopicExistsError(f"Topic '{name}' already exists.") from None
-    return topic
+        if len(batch) == 1:
+            i, topic = batch[0][0], batch[0][1]
+            results[i] = TopicExistsError(f"Topic '{topic.topic}' already exists.")
+            return
+    except NoNodeError:  # an older topic's config deleted meanwhile: one by one says whose
+        if len(batch) == 1:
+            raise
+    for i, topic, config_json, has_config in batch:  # which topic was created meanwhile
+        txn = store.transaction()
+        add(txn, topic, config_json, has_config)
+        try:
+            await txn.commit()
+        except NodeExistsError:
+            results[i] = TopicExistsError(f"Topic '{topic.topic}' already exists.")
 
 
 async def delete_topic(store: MetadataStore, name: str) -> None:

@@ -84,7 +84,7 @@ from .faults import reached
 from .request_batch import BatchSender, RequestBatch
 from .state_machine import PartitionStateName, ReplicaStateName, initial_state
 from .store import Op
-from .zk_client import DELETE_CHUNK, ControllerZkClient
+from .zk_client import DELETE_CHUNK, ConflictingWriteError, ControllerZkClient
 from .znodes import PartitionStateZnode, PartitionZnode
 
 log = structlog.get_logger("refka.controller")
@@ -92,6 +92,9 @@ log = structlog.get_logger("refka.controller")
 P = PartitionStateName
 R = ReplicaStateName
 EPOCH_DURING_DELETE = -2  # StopReplica's leader_epoch when the topic is deleted (Kafka's)
+# Znode operations per transaction when new topics are created together (_create_fresh):
+# about 200 KB of znode data for one-partition topics, inside ZooKeeper's 1 MiB jute.maxbuffer.
+_OPS_PER_CREATION = 2000
 
 
 class TopicManager:
@@ -129,11 +132,13 @@ class TopicManager:
         await self.refresh_deleting()
         names = set(await self.zk.topic_names())
         batch = RequestBatch()
-        for name in sorted(names - set(ctx.topics)):
-            await self.zk.load_topic(name)
+        added = sorted(names - set(ctx.topics))
+        await asyncio.gather(*(self.zk.load_topic(name) for name in added))  # the reads go out together
+        for name in added:
             if name in ctx.topics:
                 self._unfinished.add(name)
                 log.info("topic_created", topic=name, partitions=len(ctx.topics[name].partitions))
+        await self._create_fresh(sorted(n for n in self._unfinished if n in names and self._fresh(n)), batch)
         for name in sorted(self._unfinished):
             if name in names and name in ctx.topics and self._incomplete(name):
                 await self.complete_topic(name, batch)
@@ -210,6 +215,67 @@ class TopicManager:
         if any((name, p) not in ctx.partition_znodes or (name, p) not in ctx.states for p in t.partitions):
             return True
         return bool(self._to_mark(name))
+
+    def _fresh(self, name: str) -> bool:
+        """Just written by an admin: no topic epoch, no partition znode, no state yet."""
+        ctx = self.context
+        t = ctx.topics.get(name)
+        return (t is not None and bool(t.partitions) and t.topic_epoch < 0 and name not in self.deleting
+                and not any((name, p) in ctx.partition_znodes or (name, p) in ctx.states for p in t.partitions))
+
+    async def _create_fresh(self, names: list[str], batch: RequestBatch) -> None:
+        """Creation of new topics many to a transaction: what ``complete_topic`` does for a
+        fresh topic (counts and topic epoch, partition znodes, states) in one write for
+        many topics. A topic with a partition no live replica can lead, or whose write
+        conflicts, is left to ``complete_topic``."""
+        ctx = self.context
+        epoch = self.election.epoch
+        chunk: list[tuple] = []
+        size = 0
+        for name in names:
+            topic = ctx.topics[name]
+            states = {(name, p): initial_state(replicas, ctx.live, epoch) for p, replicas in topic.partitions.items()}
+            if any(s is None for s in states.values()):
+                continue
+            chunk.append((name, states))
+            size += 2 + 2 * len(states)
+            if size >= _OPS_PER_CREATION:
+                await self._create_chunk(chunk, batch)
+                chunk, size = [], 0
+        await self._create_chunk(chunk, batch)
+
+    async def _create_chunk(self, chunk: list[tuple], batch: RequestBatch) -> None:
+        if not chunk:
+            return
+        ctx = self.context
+        first, claim = self.zk.allocate_epochs(sum(1 + len(states) for _, states in chunk))
+        writes = []
+        next_epoch = first
+        for name, states in chunk:
+            topic = ctx.topics[name]
+            n = len(topic.partitions)
+            changed = replace(topic, partitions=dict(topic.partitions), topic_epoch=next_epoch,
+                              initial_partition_count=n if topic.initial_partition_count < 0
+                              else topic.initial_partition_count,
+                              undeleted_partition_count=max(n, topic.undeleted_partition_count))
+            made = {(name, p): PartitionZnode(partition_epoch=next_epoch + 1 + i, leader_epoch_after_creation={})
+                    for i, p in enumerate(sorted(topic.partitions))}
+            next_epoch += 1 + n
+            writes.append((changed, made, states))
+        try:
+            await self.zk.create_topics(writes, claim, next_epoch - first)
+        except ConflictingWriteError as e:
+            log.info("topic_creation_conflict", topics=len(chunk), error=str(e))  # complete_topic, one by one
+            await self.zk.read_partition_epoch()
+            for name, _ in chunk:
+                await self.zk.load_topic(name)
+            return
+        for changed, made, states in writes:
+            name = changed.topic
+            log.info("partitions_created", topic=name, partitions=sorted(changed.partitions),
+                     partition_epochs=[pz.partition_epoch for pz in made.values()], leader_epoch_after_creation=None)
+            self._started(states, batch)
+            self._unfinished.discard(name)
 
     async def complete_topic(self, name: str, batch: RequestBatch) -> None:
         """Brings a topic's znodes to what its topic znode says (the module docstring's
@@ -410,9 +476,18 @@ class TopicManager:
                 continue
             decided[tp] = s
         await self.zk.create_states(decided)
+        self._started(decided, batch)
+
+    def _started(self, decided: dict[TopicPartition, PartitionStateZnode], batch: RequestBatch) -> None:
+        """New partitions whose states are written: online, LeaderAndIsr (is_new), UpdateMetadata."""
+        ctx = self.context
         for tp, s in decided.items():
+            if ctx.pstates.state(tp) is P.NON_EXISTENT:
+                ctx.pstates.transition(tp, P.NEW)
             ctx.pstates.transition(tp, P.ONLINE)
             for r in ctx.replicas(tp):
+                if ctx.rstates.state((*tp, r)) is R.NON_EXISTENT:
+                    ctx.rstates.transition((*tp, r), R.NEW)
                 ctx.rstates.transition((*tp, r), R.ONLINE if r in ctx.live else R.OFFLINE)
             batch.add_leader_and_isr(ctx.live_replicas(tp), tp, is_new=True)
             batch.update_metadata.add(tp)

@@ -119,6 +119,57 @@ async def test_create_topic_refusals(store) -> None:
         await admin.create_topic(store, "a.b", 1, 1, None, None, BROKERS)
 
 
+async def test_create_topics_answers_each_topic_in_order_and_writes_the_good_ones(store) -> None:
+    await admin.create_topic(store, "old", 1, 1, None, None, BROKERS)
+    specs = [
+        admin.TopicSpec("one", 2, 2),
+        admin.TopicSpec("old", 1, 1),  # exists
+        admin.TopicSpec("x.y", 1, 1),
+        admin.TopicSpec("x_y", 1, 1),  # collides with the topic just before it in the same request
+        admin.TopicSpec("cfg", 1, 1, configs={"bogus": "1"}),
+        admin.TopicSpec("two", -1, -1, {0: [3], 1: [1]}, {"retention.ms": "7"}),
+        admin.TopicSpec("wide", 1, 9),
+    ]
+    got = await admin.create_topics(store, specs, BROKERS)
+    assert [type(r).__name__ for r in got] == [
+        "TopicAssignment", "TopicExistsError", "TopicAssignment", "InvalidTopicError", "InvalidConfigError",
+        "TopicAssignment", "InvalidReplicationFactorError"]
+    assert await admin.list_topics(store) == ["old", "one", "two", "x.y"]
+    assert (await admin.read_topic(store, "two")).partitions == {0: [3], 1: [1]}
+    assert await admin.get_topic_config(store, "two") == {"retention.ms": "7"}
+    assert len({r.topic_id for r in got if isinstance(r, znodes.TopicAssignment)}) == 3
+
+
+async def test_create_topics_counts_earlier_topics_of_the_request_in_the_check(store) -> None:
+    budget = 3
+
+    def check(new) -> None:
+        nonlocal budget
+        if len(new) > budget:
+            raise admin.PolicyViolationError(f"{len(new)} > {budget}")
+        budget -= len(new)
+
+    got = await admin.create_topics(store, [admin.TopicSpec("a", 2, 1), admin.TopicSpec("b", 2, 1),
+                                            admin.TopicSpec("c", 1, 1), admin.TopicSpec("a", 1, 1)],
+                                    BROKERS, check=check)
+    assert [type(r).__name__ for r in got] == [
+        "TopicAssignment", "PolicyViolationError", "TopicAssignment", "TopicExistsError"]
+    assert await admin.list_topics(store) == ["a", "c"]
+
+
+async def test_a_topic_created_meanwhile_fails_alone_and_the_rest_of_its_multi_is_written(store, monkeypatch) -> None:
+    # Another broker creates "raced" after this one read that it did not exist.
+    await store.ensure_path(znodes.BROKER_TOPICS)
+    await store.create(znodes.topic_path("raced"), b'{"version":3,"partitions":{"0":[1]}}')
+    exists = store.exists
+    monkeypatch.setattr(store, "exists", lambda path, watch=None: (
+        asyncio.sleep(0, None) if path == znodes.topic_path("raced") else exists(path, watch)))
+    got = await admin.create_topics(store, [admin.TopicSpec(n, 1, 1) for n in ("p", "raced", "q")], BROKERS)
+    assert [type(r).__name__ for r in got] == ["TopicAssignment", "TopicExistsError", "TopicAssignment"]
+    assert await admin.list_topics(store) == ["p", "q", "raced"]
+    assert await admin.get_topic_config(store, "p") == {}
+
+
 async def test_validate_only_writes_nothing(store) -> None:
     t = await admin.create_topic(store, "dry", 2, 1, None, None, BROKERS, validate_only=True)
     assert len(t.partitions) == 2

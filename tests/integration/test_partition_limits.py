@@ -72,3 +72,22 @@ def test_a_request_for_two_billion_partitions_is_refused_before_any_is_assigned(
                                           timeout_ms=5000, validate_only=False), 3)
         assert resp.results[0].error_code == ErrorCode.POLICY_VIOLATION
         assert partition_count(c, "grows") == 1
+
+
+def test_one_request_counts_its_earlier_topics_against_the_limits(tmp_path):
+    """Three topics of 20 partitions in one CreateTopics under max.broker.partitions 50: the
+    first two are created, the third would be the 60th replica on the broker and is refused."""
+    b = BrokerProcess(tmp_path / "data", memory=True,
+                      overrides={"max.partitions": "100", "max.broker.partitions": "50"}).start()
+    try:
+        R = CreateTopics.Request
+        with RawClient(b) as c:
+            resp = c.call(CreateTopics, R(topics=[
+                R.CreatableTopic(name=f"third-{i}", num_partitions=20, replication_factor=1, assignments=[],
+                                 configs=[]) for i in range(3)], timeout_ms=30000), 5)
+            assert [t.error_code for t in resp.topics] == [ErrorCode.NONE, ErrorCode.NONE,
+                                                           ErrorCode.POLICY_VIOLATION]
+            assert "max.broker.partitions" in resp.topics[2].error_message
+            assert [partition_count(c, f"third-{i}") for i in range(3)] == [20, 20, 0]
+    finally:
+        b.stop()

@@ -31,7 +31,7 @@ from refka.common.topic_config import InvalidConfigError
 from refka.protocol import ErrorCode
 from refka.protocol.messages.create_topics import CreateTopics
 
-from ..controller_side import AdminError
+from ..controller_side import AdminError, TopicSpec
 from ..registry import handles
 from .alter_configs import fit_message, oversized_value
 from .describe_configs import topic_config_entries
@@ -44,11 +44,11 @@ RConfig = RTopic.CreatableTopicConfigs
 @handles(CreateTopics.key, 2, 7)
 async def handle_create_topics(ctx, req):
     broker = ctx.broker
-    side = broker.controller_side
     v = ctx.api_version
     named = Counter(t.name for t in req.topics)
     results: list = []
-    created: list[str] = []
+    specs: list[TopicSpec] = []
+    asked: list[tuple] = []  # (result, request topic, its configs) of each spec
     for t in req.topics:
         r = RTopic(name=t.name, error_code=ErrorCode.NONE, num_partitions=-1, replication_factor=-1, configs=[])
         results.append(r)
@@ -68,24 +68,24 @@ async def handle_create_topics(ctx, req):
             r.error_code = ErrorCode.INVALID_REQUEST
             r.error_message = "Both a manual assignment and num_partitions/replication_factor were given."
             continue
-        try:
-            topic_id = await side.create_topic(t.name, num_partitions, rf, assignment, configs,
-                                               validate_only=req.validate_only)
-        except (AdminError, InvalidConfigError) as e:
-            r.error_code, r.error_message = e.error_code, fit_message(str(e))
+        specs.append(TopicSpec(t.name, num_partitions, rf, assignment, configs))
+        asked.append((r, configs))
+    # One call for the request's topics: against ZooKeeper they are read and written together.
+    done = await broker.controller_side.create_topics(specs, validate_only=req.validate_only) if specs else []
+    created: list[str] = []
+    for spec, (r, configs), topic in zip(specs, asked, done, strict=True):
+        if isinstance(topic, (AdminError, InvalidConfigError)):
+            r.error_code, r.error_message = topic.error_code, fit_message(str(topic))
             continue
-        if assignment:
-            num_partitions = len(assignment)
-            rf = len(next(iter(assignment.values())))
-        r.num_partitions, r.replication_factor = num_partitions, rf
-        if topic_id is not None:
-            r.topic_id = topic_id
+        r.num_partitions = len(topic.partitions)
+        r.replication_factor = len(next(iter(topic.partitions.values())))
+        r.topic_id = topic.topic_id
         if v >= 5:
             r.configs = [RConfig(name=e.name, value=e.value, read_only=e.read_only, config_source=e.source,
                                  is_sensitive=False)
                          for e in topic_config_entries(broker, configs)]
         if not req.validate_only:
-            created.append(t.name)
+            created.append(spec.name)
     if created and req.timeout_ms > 0:
         try:
             await asyncio.wait_for(broker.wait_for_topics(created), req.timeout_ms / 1000)
