@@ -45,7 +45,8 @@ zookeeper: install system-deps-test
 
 # Debian packages: the venv module for `make run`, a C compiler and Python's headers
 # for the compiled record walk (setup.py; without them refka walks records in
-# Python, slower); kcat, ZooKeeper (with its JRE) and Node.js/npm for the tests.
+# Python, slower); kcat, ZooKeeper (with its JRE), Node.js/npm and Chromium (the
+# dashboard's browser test, driven by Playwright) for the tests.
 # Installed only when missing, only as root.
 system-deps:
 	@missing=""; \
@@ -64,6 +65,7 @@ system-deps-test: system-deps
 	[ -x /usr/share/zookeeper/bin/zkServer.sh ] || missing="$$missing zookeeper"; \
 	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
+	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 	  else echo "missing Debian packages:$$missing (run make test as root, or install them)"; exit 1; fi; fi

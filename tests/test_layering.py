@@ -42,6 +42,7 @@ MAP: dict[str, tuple[tuple[str, ...], str]] = {
     "refka.cli":                    (("refka",),                                      "refka/cli.py may import anything of refka's, nothing of lab"),
     "refka.zookeeper":              (("refka",),                                      "refka/zookeeper.py may import anything of refka's, nothing of lab"),
     "refka.__main__":               (("refka",),                                      "refka/__main__.py may import anything of refka's, nothing of lab"),
+    "refka.testing":                (("refka",),                                      "refka/testing.py, the in-process cluster of tests and labs, may import anything of refka's, nothing of lab"),
     "tests":                        (("refka", "tests"),                              "nothing under tests/ imports lab (but tests/lab, below)"),
     "tests.lab":                    (("refka", "tests", "lab"),                       "tests/lab/ tests lab/ and imports what it tests"),
     "lab":                          (("refka", "lab", "tests"),                       "lab may import everything"),

@@ -6,6 +6,7 @@ stay open.
 
 Endpoints (described by the OpenAPI 3 document the app serves itself, ``OPENAPI``):
 
+- ``GET /``: the lab dashboard (dashboard.html: one static page over the endpoints below).
 - ``GET /api/openapi.json``: that document.
 - ``GET /api/connections[?broker=N]``: the open connections, with their identity
   (client id, client software name and version, peer, listener, broker) and
@@ -13,6 +14,8 @@ Endpoints (described by the OpenAPI 3 document the app serves itself, ``OPENAPI`
 - ``GET /api/recordings[?broker=N][&client_id=X][&limit=K]``: the recorded
   requests of open and recently closed connections as JSON lines
   (``application/x-ndjson``), newest last; ``limit`` keeps the newest K.
+  ``GET /api/recordings/stream[?broker=N][&client_id=X]``: the requests recorded
+  from then on, as server-sent events (recording.RecordingCursor).
 - ``GET /api/cluster[?broker=N]``: brokers (racks, endpoints), the controller and
   its epochs, as broker N (default: the lowest id served here) knows them.
 - ``GET /api/topics[?broker=N]``, ``GET /api/topics/{topic}[?broker=N]``: topics,
@@ -28,6 +31,13 @@ Endpoints (described by the OpenAPI 3 document the app serves itself, ``OPENAPI`
   ``POST /api/topics/{topic}/partition-count`` {"count": N}: sent to the
   controller over the Kafka protocol (admin_ops.py); a Kafka error is a 400 (409
   for a conflict, 404 for what does not exist) naming the error code.
+- ``POST /api/brokers/{broker}/stop``, ``.../kill``, ``.../start``,
+  ``.../expire-session``: a broker of this process stopped with a controlled
+  shutdown, stopped at once, started again, or its store session expired
+  (``BrokerControl``: server.Cluster); 409 when it is in that state already.
+- ``GET /api/faults``, ``POST /api/faults``, ``DELETE /api/faults[/{id}]``: the
+  process's fault table (faults.py): listed (with each kind's firings),
+  installed (checked whole first: 400/404, nothing half-installed), removed.
 - ``GET /api/timeline[?broker=N][&since=SEQ][&limit=K]``: the cluster's changes as
   broker N saw them (topics and partitions created and removed, leader and ISR
   changes with old and new, controller changes; metadata_cache.py), JSON lines,
@@ -58,36 +68,18 @@ import hmac
 import json
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from importlib import resources
 from typing import Any, Protocol
 
 from aiohttp import web
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily
 
-from refka.protocol import ErrorCode
-
 from . import admin_ops, admin_views, recording
-from .admin_views import PartitionLookup
-from .broker_metrics import LATENCY_BUCKETS_MS, MetricsSnapshot
-from .faults import KINDS, FaultError, FaultTable
-from .metadata_cache import MetadataCache
+from .admin_views import ServedBroker, ViewError, lookups
+from .broker_metrics import LATENCY_BUCKETS_MS
+from .faults import INTERCEPT, KINDS, FaultError, FaultTable
 from .recording import BrokerRecordings, api_name
-
-
-@dataclass(frozen=True, slots=True)
-class ServedBroker:
-    """What the admin app sees of one broker of this process: its recordings, its metadata
-    cache, its hosted partitions (``partitions(topic, index)``) and its group coordinator
-    (``list_groups``, ``describe_group``, ``fetch_offsets``); None where a test has none."""
-
-    node_id: int
-    recordings: BrokerRecordings
-    metadata: MetadataCache
-    partitions: PartitionLookup | None = None
-    groups: Any = None
-    metrics: Callable[[], MetricsSnapshot] | None = None  # the broker's own metrics (broker_metrics.py)
-
 
 BrokersSource = Callable[[], list[ServedBroker]]
 
@@ -147,7 +139,8 @@ _FAULT_SPEC = {
     "count": {"type": "integer", "minimum": 1, "maximum": 2**31 - 1},
     "duration_ms": {"type": "number", "exclusiveMinimum": 0, "maximum": 86400000}}
 _FAULT = {"type": "object", "required": ["id", "kind", "fired"], "properties": {
-    "id": {"type": "integer"}, "kind": {"enum": list(KINDS)}, "fired": {"type": "integer"},
+    "id": {"type": "integer"}, "kind": {"enum": [*KINDS, INTERCEPT]}, "fired": {"type": "integer"},
+    "handler": {"type": "string", "description": "an in-process interception's callable (refka.testing)"},
     "count_left": {"type": ["integer", "null"]}, "expires_in_ms": {"type": ["number", "null"]},
     "created_ms": {"type": "number"}, "api": {"type": "string"}, "error_code": {"type": "string"}}}
 _TOPIC_PATH = {"name": "topic", "in": "path", "required": True, "schema": {"type": "string"}}
@@ -220,6 +213,11 @@ OPENAPI: dict[str, Any] = {
         "type": "http", "scheme": "bearer",
         "description": "refka serve --admin-token TOKEN (or REFKA_ADMIN_TOKEN): every call but a GET needs it"}}},
     "paths": {
+        "/": {"get": {
+            "operationId": "dashboard",
+            "summary": "The lab dashboard: brokers, partitions live, the timeline, rates per topic, faults.",
+            "responses": {"200": {"description": "one static page (dashboard.html)",
+                                  "content": {"text/html": {"schema": {"type": "string"}}}}}}},
         "/api/openapi.json": {"get": {
             "operationId": "openapi", "summary": "This document.",
             "responses": {"200": {"description": "the OpenAPI document",
@@ -356,6 +354,17 @@ OPENAPI: dict[str, Any] = {
                             "description": "only the newest LIMIT events"}],
             "responses": {"200": {"description": "one JSON object per line, oldest first", "content": {NDJSON: {
                 "schema": _TIMELINE_EVENT}}}, **_errors(400, 404)}}},
+        "/api/recordings/stream": {"get": {
+            "operationId": "recordingsStream",
+            "summary": "Requests recorded from now on as server-sent events (text/event-stream), each "
+                       "as GET /api/recordings gives it; an event {\"type\": \"missed\", \"entries\": N} "
+                       "says the reader fell behind a connection's ring and N entries were overwritten.",
+            "parameters": [_BROKER_PARAM,
+                           {"name": "client_id", "in": "query", "required": False, "schema": {"type": "string"},
+                            "description": "only this client id's connections"}],
+            "responses": {"200": {"description": "`data: <request JSON>` per request",
+                                  "content": {"text/event-stream": {"schema": {"type": "string"}}}},
+                          **_errors(400, 404)}}},
         "/api/timeline/stream": {"get": {
             "operationId": "timelineStream",
             "summary": "The timeline as server-sent events (text/event-stream), each as it happens; the "
@@ -612,6 +621,8 @@ async def _json_errors(request: web.Request, handler: Callable[[web.Request], An
         return await handler(request)
     except _Refused as e:
         return _refuse(e.status, e.message)
+    except ViewError as e:
+        return _refuse(e.status, str(e))
     except web.HTTPException as e:
         if e.status < 400:
             raise
@@ -622,6 +633,30 @@ async def _json_errors(request: web.Request, handler: Callable[[web.Request], An
         return resp
 
 
+async def _event_stream(request: web.Request,
+                        rows: Callable[[], list[tuple[str | None, dict[str, Any]]]]) -> web.StreamResponse:
+    """Server-sent events of what ``rows()`` gives (an optional event id and a JSON object each),
+    asked every 100 ms, until the client goes: its connection closing ends the loop at once (a
+    stream left open would hold the server's shutdown back), and a comment every 15 s of quiet
+    finds a client that went without closing (the write fails)."""
+    resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+    await resp.prepare(request)
+    idle = 0.0
+    while request.transport is not None and not request.transport.is_closing():
+        batch = rows()
+        if batch:
+            await resp.write("".join((f"id: {i}\n" if i is not None else "")
+                                     + f"data: {json.dumps(r, separators=(',', ':'))}\n\n"
+                                     for i, r in batch).encode())
+            idle = 0.0
+        elif idle >= 15.0:
+            await resp.write(b": keep-alive\n\n")
+            idle = 0.0
+        await asyncio.sleep(0.1)
+        idle += 0.1
+    return resp
+
+
 def make_app(source: BrokersSource, token: str | None = None, control: BrokerControl | None = None,
              faults: FaultTable | None = None) -> web.Application:
     """The admin app over the brokers ``source()`` returns (this process's); with ``token``
@@ -629,6 +664,10 @@ def make_app(source: BrokersSource, token: str | None = None, control: BrokerCon
     broker operations without it)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(RecordingsCollector(source, faults))
+    dashboard_page = resources.files(__package__).joinpath("dashboard.html").read_text(encoding="utf-8")
+
+    async def dashboard(request: web.Request) -> web.Response:
+        return web.Response(text=dashboard_page, content_type="text/html")
 
     async def openapi(request: web.Request) -> web.Response:
         return web.json_response(OPENAPI)
@@ -657,9 +696,6 @@ def make_app(source: BrokersSource, token: str | None = None, control: BrokerCon
             raise _Refused(404, "this process serves no broker right now")
         return min(brokers, key=lambda b: b.node_id), brokers
 
-    def lookups(brokers: list[ServedBroker]) -> dict[int, PartitionLookup]:
-        return {b.node_id: b.partitions for b in brokers if b.partitions is not None}
-
     async def cluster(request: web.Request) -> web.Response:
         b, brokers = view_broker(request)
         return web.json_response(admin_views.cluster_view(b.node_id, b.metadata, (x.node_id for x in brokers)))
@@ -677,36 +713,10 @@ def make_app(source: BrokersSource, token: str | None = None, control: BrokerCon
         return web.json_response(view)
 
     async def groups(request: web.Request) -> web.Response:
-        out: list[dict[str, Any]] = []
-        loading: list[int] = []
-        for b in source():
-            if b.groups is None:
-                continue
-            err, listed = b.groups.list_groups()
-            if err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-                loading.append(b.node_id)
-            out.extend({"group_id": g, "protocol_type": ptype, "state": state, "coordinator": b.node_id}
-                       for g, ptype, state in listed)
-        return web.json_response({"groups": sorted(out, key=lambda g: g["group_id"]), "loading": loading})
+        return web.json_response(admin_views.groups_view(source()))
 
     async def group(request: web.Request) -> web.Response:
-        group_id = request.match_info["group"]
-        brokers = source()
-        for b in brokers:
-            if b.groups is None:
-                continue
-            err, summary = b.groups.describe_group(group_id)
-            if err == ErrorCode.NOT_COORDINATOR:
-                continue
-            if err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
-                raise _Refused(503, f"broker {b.node_id} is still loading the groups of {group_id!r}")
-            if summary.state == "Dead":
-                raise _Refused(404, f"no group {group_id!r} (its coordinator is broker {b.node_id})")
-            _err, committed = b.groups.fetch_offsets(group_id, None)
-            return web.json_response(admin_views.group_view(group_id, summary, committed, b.node_id, b.metadata,
-                                                            lookups(brokers)))
-        served = ", ".join(str(b.node_id) for b in brokers) or "none"
-        raise _Refused(404, f"group {group_id!r} is not coordinated by a broker of this process (served: {served})")
+        return web.json_response(admin_views.find_group(request.match_info["group"], source()))
 
     async def body(request: web.Request, required: bool = True) -> dict[str, Any]:
         if not request.can_read_body:
@@ -850,21 +860,28 @@ def make_app(source: BrokersSource, token: str | None = None, control: BrokerCon
     async def timeline_stream(request: web.Request) -> web.StreamResponse:
         b, _ = view_broker(request)
         since = since_of(request)
-        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
-        await resp.prepare(request)
-        idle = 0.0
-        while True:  # until the client goes (a write then raises and aiohttp ends the handler)
-            rows = events_after(b, since)
-            for r in rows:
-                await resp.write(f"id: {r['seq']}\ndata: {json.dumps(r, separators=(',', ':'))}\n\n".encode())
-                since = r["seq"]
-            if rows:
-                idle = 0.0
-            elif idle >= 15.0:
-                await resp.write(b": keep-alive\n\n")  # a comment: tells a dead client apart
-                idle = 0.0
-            await asyncio.sleep(0.1)
-            idle += 0.1
+
+        def rows() -> list[tuple[str | None, dict[str, Any]]]:
+            nonlocal since
+            out = events_after(b, since)
+            if out:
+                since = out[-1]["seq"]
+            return [(str(r["seq"]), r) for r in out]
+        return await _event_stream(request, rows)
+
+    async def recordings_stream(request: web.Request) -> web.StreamResponse:
+        cursor = recording.RecordingCursor(_recordings(request, source), request.query.get("client_id"))
+        missed = 0
+
+        def rows() -> list[tuple[str | None, dict[str, Any]]]:
+            nonlocal missed
+            out: list[tuple[str | None, dict[str, Any]]] = [
+                (None, r) for r in cursor.new(_recordings(request, source))]
+            if cursor.missed > missed:  # the reader fell a ring's length behind: said, not hidden
+                out.append((None, {"type": "missed", "entries": cursor.missed - missed}))
+                missed = cursor.missed
+            return out
+        return await _event_stream(request, rows)
 
     def fault_table() -> FaultTable:
         if faults is None:
@@ -920,9 +937,11 @@ def make_app(source: BrokersSource, token: str | None = None, control: BrokerCon
         return resp
 
     app = web.Application(middlewares=[_json_errors, _token_check(token)])
+    app.router.add_get("/", dashboard, allow_head=False)
     app.router.add_get("/api/openapi.json", openapi, allow_head=False)
     app.router.add_get("/api/connections", connections, allow_head=False)
     app.router.add_get("/api/recordings", recordings, allow_head=False)
+    app.router.add_get("/api/recordings/stream", recordings_stream, allow_head=False)
     app.router.add_get("/api/cluster", cluster, allow_head=False)
     app.router.add_get("/api/topics", topics, allow_head=False)
     app.router.add_get("/api/topics/{topic}", topic, allow_head=False)

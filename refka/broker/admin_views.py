@@ -9,6 +9,9 @@ I/O: each view is a few dict reads over what the broker already keeps.
   ``offsets_from`` says which broker), else they are null.
 - A group is described by the broker of this process that coordinates it; its lag per
   partition is the partition's high watermark (as above) minus the committed offset.
+- ``ServedBroker`` is what the views see of a broker of this process; both the HTTP API
+  (admin_http.py) and the in-process one (refka.testing) read through these functions. A
+  read that cannot be answered raises ``ViewError`` with the HTTP status it would be.
 
 Names follow Kafka's tools where they have one (``kafka-topics --describe``:
 Leader, Replicas, Isr; ``kafka-consumer-groups --describe``: CURRENT-OFFSET,
@@ -18,15 +21,45 @@ LOG-END-OFFSET, LAG).
 from __future__ import annotations
 
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any
 
+from refka.protocol import ErrorCode
 from refka.protocol.consumer_protocol import Assignment
 
+from .broker_metrics import MetricsSnapshot
 from .metadata_cache import MetadataCache, TopicMeta
 from .partition import Partition
+from .recording import BrokerRecordings
 
 PartitionLookup = Callable[[str, int], "Partition | None"]
+
+
+@dataclass(frozen=True, slots=True)
+class ServedBroker:
+    """What the admin views see of one broker of this process: its recordings, its metadata
+    cache, its hosted partitions (``partitions(topic, index)``) and its group coordinator
+    (``list_groups``, ``describe_group``, ``fetch_offsets``); None where a test has none."""
+
+    node_id: int
+    recordings: BrokerRecordings
+    metadata: MetadataCache
+    partitions: PartitionLookup | None = None
+    groups: Any = None
+    metrics: Callable[[], MetricsSnapshot] | None = None  # the broker's own metrics (broker_metrics.py)
+
+
+class ViewError(Exception):
+    """A read that cannot be answered; ``status`` the HTTP status that says why."""
+
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def lookups(brokers: Iterable[ServedBroker]) -> dict[int, PartitionLookup]:
+    return {b.node_id: b.partitions for b in brokers if b.partitions is not None}
 
 
 def _uuid(raw: bytes) -> str | None:
@@ -119,3 +152,36 @@ def group_view(group_id: str, summary: Any, committed: list[tuple[tuple[str, int
             "protocol_type": summary.protocol_type, "protocol": summary.protocol,
             "members": members, "offsets": offsets,
             "lag": sum(o["lag"] for o in offsets if o["lag"] is not None)}
+
+
+def groups_view(brokers: Sequence[ServedBroker]) -> dict[str, Any]:
+    """The groups the brokers coordinate, and the brokers still loading theirs."""
+    out: list[dict[str, Any]] = []
+    loading: list[int] = []
+    for b in brokers:
+        if b.groups is None:
+            continue
+        err, listed = b.groups.list_groups()
+        if err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            loading.append(b.node_id)
+        out.extend({"group_id": g, "protocol_type": ptype, "state": state, "coordinator": b.node_id}
+                   for g, ptype, state in listed)
+    return {"groups": sorted(out, key=lambda g: g["group_id"]), "loading": loading}
+
+
+def find_group(group_id: str, brokers: Sequence[ServedBroker]) -> dict[str, Any]:
+    """``group_view`` from the broker of ``brokers`` that coordinates the group."""
+    for b in brokers:
+        if b.groups is None:
+            continue
+        err, summary = b.groups.describe_group(group_id)
+        if err == ErrorCode.NOT_COORDINATOR:
+            continue
+        if err == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS:
+            raise ViewError(503, f"broker {b.node_id} is still loading the groups of {group_id!r}")
+        if summary.state == "Dead":
+            raise ViewError(404, f"no group {group_id!r} (its coordinator is broker {b.node_id})")
+        _err, committed = b.groups.fetch_offsets(group_id, None)
+        return group_view(group_id, summary, committed, b.node_id, b.metadata, lookups(brokers))
+    served = ", ".join(str(b.node_id) for b in brokers) or "none"
+    raise ViewError(404, f"group {group_id!r} is not coordinated by a broker of this process (served: {served})")

@@ -41,6 +41,7 @@ answer on the connection (``broker_id``).
 from __future__ import annotations
 
 import asyncio
+import inspect
 import struct
 import time
 from collections import deque
@@ -60,7 +61,7 @@ from refka.protocol.kafka_apis import kafka_api_name
 from refka.protocol.messages.api_versions import ApiVersions
 
 from .broker_metrics import LatencyHistograms
-from .faults import FaultTable, merge_errors, split, whole_error
+from .faults import INTERCEPT, Delay, FaultTable, Intercepted, merge_errors, split, whole_error
 from .logging import get_logger
 from .recording import BrokerRecordings, ConnectionRecording
 from .registry import HANDLERS, Handler, api_versions_response
@@ -577,6 +578,19 @@ async def _faulted(ctx: RequestContext, args: tuple[Handler, Any, Any, bool]) ->
         await broker.ready.wait()
     broker.faults.fired(fault, broker.node_id, f"{handler.api.name} v{ctx.api_version}")
     kind = fault.kind
+    if kind == INTERCEPT:
+        assert fault.handler is not None
+        out = fault.handler(Intercepted(broker.node_id, handler.api.key, ctx.api_version, ctx.client_id, request,
+                                        handler.api.Response))
+        if inspect.isawaitable(out):
+            out = await out
+        if out is None:
+            return await _call(handler, ctx, request)
+        if isinstance(out, Delay):
+            response = await _call(handler, ctx, request)
+            await asyncio.sleep(out.seconds)
+            return response
+        return out
     if kind in ("latency", "replication-delay"):  # handled at once (appends keep the connection's order), answered late
         response = await _call(handler, ctx, request)
         await asyncio.sleep(fault.latency_ms / 1000)

@@ -30,6 +30,18 @@ is removed), ``duration_ms`` (removed after), or neither (until removed). A faul
 ``fired`` count, and the table's per kind, are what ``/metrics`` exports; each firing is
 logged (``fault_fired``) and put in the timeline of the broker it fired on.
 
+In-process only (refka.testing's cluster), kfake-style interception: ``intercept``, a
+Python callable installed for an API (and optionally a broker and a client id) that sees
+each request it matches as an ``Intercepted`` and returns what happens to it: None, the
+request is handled as usual; a response object of that API (``Intercepted.answer``), it is
+the answer and the request is not handled; ``Delay(seconds)``, handled at once and
+answered that much later (as ``latency``). It may be a coroutine function: awaiting in it
+holds the request back before it is handled, and the connection's later requests may then
+be handled first (Kafka would not), so ``Delay`` is the way to slow an answer down. With
+``once`` (the default) it sees one request and is removed; else it stays until removed.
+It is listed with the other faults (``kind`` "intercept", ``handler`` its name) but cannot
+be added over HTTP.
+
 ``FaultTable.match`` is what the hot path asks: an empty table costs one truth test.
 """
 
@@ -37,6 +49,7 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +69,35 @@ _TOP_LEVEL = {10: "FindCoordinator", 11: "JoinGroup", 14: "SyncGroup", 12: "Hear
               22: "InitProducerId"}
 ERROR_APIS = frozenset({*PARTITIONED_APIS, *_TOP_LEVEL, 8})  # + OffsetCommit (every partition)
 MAX_FAULTS = 1000
+INTERCEPT = "intercept"  # in-process only: not in KINDS, the kinds the HTTP API adds
+
+
+@dataclass(frozen=True, slots=True)
+class Delay:
+    """What an interception returns to have the request handled now and answered later."""
+
+    seconds: float
+
+
+@dataclass(frozen=True, slots=True)
+class Intercepted:
+    """A request an interception sees: where it arrived, its API and version, its client id,
+    the decoded request, and the response type of that API and version (``answer``)."""
+
+    broker: int
+    api_key: int
+    api_version: int
+    client_id: str | None
+    request: Any
+    response_type: type
+
+    def answer(self, **fields: Any) -> Any:
+        """A response of the request's API (fields by their names in Kafka's message files;
+        the ones not given keep their defaults)."""
+        return self.response_type(**fields)
+
+
+Interceptor = Callable[[Intercepted], Any]
 
 
 class FaultError(ValueError):
@@ -81,6 +123,7 @@ class Fault:
     error_code: ErrorCode | None = None
     latency_ms: float = 0.0
     bytes_per_second: int = 0  # throttle
+    handler: Interceptor | None = None  # intercept
     count: int | None = None  # firings left; None: unbounded
     until: float | None = None  # monotonic deadline
     fired: int = 0
@@ -103,6 +146,8 @@ class Fault:
             out["latency_ms"] = self.latency_ms
         if self.kind == "throttle":
             out["bytes_per_second"] = self.bytes_per_second
+        if self.handler is not None:
+            out["handler"] = getattr(self.handler, "__qualname__", repr(self.handler))
         return out
 
     def matches_request(self, broker: int, api_key: int, version: int, client_id: str | None) -> bool:
@@ -150,7 +195,7 @@ class FaultTable:
     def __init__(self) -> None:
         self.faults: dict[int, Fault] = {}
         self._ids = itertools.count(1)
-        self.fired_by_kind: dict[str, int] = dict.fromkeys(KINDS, 0)
+        self.fired_by_kind: dict[str, int] = dict.fromkeys((*KINDS, INTERCEPT), 0)
         self.on_fired: list[Any] = []  # callables (fault, broker, what) -> None: the timeline
 
     def add(self, spec: dict[str, Any], brokers: set[int]) -> Fault:
@@ -161,6 +206,9 @@ class FaultTable:
         if unknown:
             raise FaultError(400, f"unknown field(s) {', '.join(unknown)}; a fault has {', '.join(sorted(known))}")
         kind = spec.get("kind")
+        if kind == INTERCEPT:
+            raise FaultError(400, "an interception is a Python callable: in-process only "
+                                  "(refka.testing.RefkaCluster.intercept)")
         if kind not in KINDS:
             raise FaultError(400, f"kind must be one of {', '.join(KINDS)}, got {kind!r}")
         broker = _int(spec, "broker", 0, 2**31 - 1)
@@ -228,6 +276,21 @@ class FaultTable:
                   follower=follower, error_code=error_code, latency_ms=float(latency), bytes_per_second=rate or 0,
                   count=count,
                   until=None if duration is None else time.monotonic() + duration / 1000)
+        self.faults[f.id] = f
+        log.info("fault_added", **f.describe())
+        return f
+
+    def intercept(self, handler: Interceptor, api_key: int, *, broker: int | None = None,
+                  client_id: str | None = None, once: bool = True) -> Fault:
+        """Installs ``handler`` for requests of ``api_key`` (the module docstring)."""
+        if not callable(handler):
+            raise FaultError(400, f"an interception needs a callable, got {handler!r}")
+        if api_key not in HANDLERS:
+            raise FaultError(400, f"API key {api_key} is not one refka serves")
+        if len(self.faults) >= MAX_FAULTS:
+            raise FaultError(409, f"{MAX_FAULTS} faults are installed already: remove some first")
+        f = Fault(next(self._ids), INTERCEPT, broker=broker, api_key=api_key, client_id=client_id,
+                  count=1 if once else None, handler=handler)
         self.faults[f.id] = f
         log.info("fault_added", **f.describe())
         return f

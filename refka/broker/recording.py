@@ -297,6 +297,40 @@ def entries(brokers: list[BrokerRecordings], client_id: str | None = None) -> It
     return iter(rows)
 
 
+class RecordingCursor:
+    """Where a reader of the recordings stands (``GET /api/recordings/stream``): per connection,
+    how many of its requests it has seen; ``new`` gives the entries recorded since, oldest
+    first. Nothing on the hot path: a connection's answered requests are its counts' sum.
+    A reader slower than a ring's turn-over loses the overwritten entries, and says so."""
+
+    def __init__(self, brokers: list[BrokerRecordings], client_id: str | None = None) -> None:
+        self.client_id = client_id
+        self.seen: dict[ConnectionRecording, int] = {}
+        self.missed = 0
+        self.new(brokers)  # from now on
+
+    def new(self, brokers: list[BrokerRecordings]) -> list[dict[str, Any]]:
+        rows: list[dict[str, Any]] = []
+        live: dict[ConnectionRecording, int] = {}
+        for b in brokers:
+            for rec in b.recordings():
+                total = sum(c[0] for c in rec.counts.values())
+                live[rec] = total
+                before = self.seen.get(rec, 0)
+                if total == before or rec.ring is None or (self.client_id is not None
+                                                           and rec.client_id != self.client_id):
+                    continue
+                fresh = total - before
+                ring = list(rec.ring)
+                if fresh > len(ring):
+                    self.missed += fresh - len(ring)
+                ident = rec.identity()
+                rows.extend(entry_dict(ident, e) for e in ring[-fresh:])
+        self.seen = live
+        rows.sort(key=lambda d: d["time_ms"])
+        return rows
+
+
 class RecordFile:
     """``--record FILE``: every entry of every connection appended as JSON lines, off the
     event loop. Entries wait in a list (at most ``max_pending``; beyond that they are

@@ -28,7 +28,7 @@ from .recording import RecordFile
 from .registry import HANDLERS, served_versions
 
 if TYPE_CHECKING:
-    from .admin_http import ServedBroker
+    from .admin_views import ServedBroker
 
 log = get_logger("refka.server")
 
@@ -174,7 +174,7 @@ class Cluster:
 
     def served(self) -> list[ServedBroker]:
         """This process's brokers as the admin API sees them."""
-        from .admin_http import ServedBroker  # aiohttp only with --admin-port
+        from .admin_views import ServedBroker
 
         return [ServedBroker(b.node_id, b.recordings, b.metadata, b.replicas.get, b.groups, b.metrics_snapshot)
                 for b in self.brokers]

@@ -5,7 +5,14 @@ from __future__ import annotations
 
 import json
 
-from refka.broker.recording import ALL_TOPICS, BrokerRecordings, RecordFile, entries, error_codes
+from refka.broker.recording import (
+    ALL_TOPICS,
+    BrokerRecordings,
+    RecordFile,
+    RecordingCursor,
+    entries,
+    error_codes,
+)
 from refka.protocol import EncodedArray, ErrorCode
 from refka.protocol.messages import APIS
 from refka.protocol.messages.api_versions import ApiVersions
@@ -70,6 +77,26 @@ def test_the_ring_keeps_the_newest_requests_and_the_counts_all_of_them():
     assert [e["correlation_id"] for e in rec.entries()] == [7, 8, 9]
     assert rec.describe()["requests"] == {"Produce": 10}
     assert recs.request_counts() == {("c", "", Produce.key): [10, 1000, 500]}
+
+
+def test_a_cursor_gives_what_came_after_it_and_counts_what_a_ring_overwrote():
+    recs = BrokerRecordings(0, ring_size=3)
+    a, b = recs.opened("PLAINTEXT", "p1"), recs.opened("PLAINTEXT", "p2")
+    a.add(Produce, 9, 0, "a", None, 100, produce_answer(0), 50, received=0.0, now=0.0)
+    cursor = RecordingCursor([recs])
+    assert cursor.new([recs]) == []  # what was there before it is not new
+    a.add(Produce, 9, 1, "a", None, 100, produce_answer(0), 50, received=0.0, now=0.0)
+    b.add(Metadata, 12, 7, "b", ["t"], 30, None, 0, received=0.0, now=0.0)
+    assert sorted((e["client_id"], e["correlation_id"]) for e in cursor.new([recs])) == [("a", 1), ("b", 7)]
+    for corr in range(2, 7):  # five more on a ring of three: two are gone before the next read
+        a.add(Produce, 9, corr, "a", None, 100, produce_answer(0), 50, received=0.0, now=0.0)
+    assert [e["correlation_id"] for e in cursor.new([recs])] == [4, 5, 6] and cursor.missed == 2
+    c = recs.opened("PLAINTEXT", "p3")  # a connection opened after the cursor: all of it is new
+    c.add(Metadata, 12, 1, "c", ALL_TOPICS, 30, None, 0, received=0.0, now=0.0)
+    only_c = RecordingCursor([recs], client_id="a")
+    a.add(Produce, 9, 99, "a", None, 100, produce_answer(0), 50, received=0.0, now=0.0)
+    assert sorted(e["client_id"] for e in cursor.new([recs])) == ["a", "c"]
+    assert [e["correlation_id"] for e in only_c.new([recs])] == [99]
 
 
 def test_ring_size_zero_records_nothing_per_request():

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import threading
 import urllib.error
 import urllib.request
 import uuid
@@ -27,6 +28,7 @@ from prometheus_client.parser import text_string_to_metric_families
 
 from refka.cli import main
 from refka.client.connection import BrokerConnection
+from refka.protocol.messages.metadata import Metadata
 from refka.protocol.messages.produce import Produce
 from refka.protocol.records import build_batch
 from tests.brokers import BrokerProcess, free_port_block
@@ -144,6 +146,43 @@ def test_the_metrics_count_the_known_traffic(served):
         assert counts[("rec-kp", "kafka-python", api)] == sum(r["api"] == api for r in rows)
     assert counts[("rec-raw", "refka", "Produce")] == 1
     assert counts[("rec-admin", "kafka-python", "CreateTopics")] == 1
+
+
+def test_the_recordings_stream_sends_each_request_as_it_is_answered(served):
+    b, url, _record = served
+    events: list[dict] = []
+    opened = threading.Event()
+
+    def read() -> None:
+        with urllib.request.urlopen(f"{url}/api/recordings/stream?client_id=rec-stream", timeout=30) as r:
+            assert r.headers.get_content_type() == "text/event-stream"
+            opened.set()
+            for line in r:
+                if line.startswith(b"data: "):
+                    events.append(json.loads(line[6:]))
+                    if sum(e["api"] == "Metadata" for e in events) == 3:
+                        return
+
+    reader = threading.Thread(target=read, daemon=True)
+    reader.start()
+    assert opened.wait(30)
+
+    async def three_metadata() -> None:
+        conn = await BrokerConnection("127.0.0.1", b.port, client_id="rec-stream").connect()
+        try:
+            for _ in range(3):
+                await conn.request(Metadata, Metadata.Request(topics=[Metadata.Request.MetadataRequestTopic(
+                    name=KNOWN)], allow_auto_topic_creation=False), version=9)
+        finally:
+            await conn.close()
+
+    asyncio.run(three_metadata())
+    reader.join(30)
+    assert not reader.is_alive(), events
+    assert [e["api"] for e in events] == ["ApiVersions", "Metadata", "Metadata", "Metadata"]  # the client's first
+    assert {e["client_id"] for e in events} == {"rec-stream"}
+    assert [e["topics"] for e in events[1:]] == [[KNOWN]] * 3
+    assert [e["correlation_id"] for e in events] == sorted(e["correlation_id"] for e in events)
 
 
 def test_recordings_limit_keeps_the_newest(served):
