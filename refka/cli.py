@@ -3,6 +3,7 @@
 ``refka serve``            one broker (or ``--brokers N``) with the embedded store
 ``refka topics ...``       create / list / describe / alter / delete topics, delete records, on a running broker
 ``refka admin ...``        connections and request recordings from a running refka's admin API
+``refka lab run PLAN``     a timed plan of operations and faults against a running cluster, under load
 ``refka api-versions``     the table of served APIs and versions (the README shows it)
 ``refka zookeeper``        a private ZooKeeper from Debian's package, for local clusters
 """
@@ -93,12 +94,17 @@ def main(argv: list[str] | None = None) -> int:
     from .client.admin_cli import add_parser as _add_admin
 
     _add_admin(sub)
+    from .client.lab.cli import add_parser as _add_lab
+
+    _add_lab(sub)
     av = sub.add_parser("api-versions", help="print the served APIs and versions as a Markdown table")
     av.add_argument("--readme", type=Path, default=None,
                     help="rewrite the table between the api-versions markers of this file instead")
     z = sub.add_parser("zookeeper", help="run a private ZooKeeper (Debian's zookeeper package)")
     z.add_argument("--port", type=int, default=2181)
     z.add_argument("--data-dir", default="./refka-data/zookeeper")
+    z.add_argument("--heap-mb", type=int, default=512,
+                   help="the JVM's -Xmx in MB (Kafka's script gives ZooKeeper 512; ~6 KB a one-partition topic)")
     args = parser.parse_args(argv)
 
     if args.command == "serve":
@@ -113,6 +119,10 @@ def main(argv: list[str] | None = None) -> int:
         from .client.admin_cli import run as run_admin
 
         return run_admin(args)
+    if args.command == "lab":
+        from .client.lab.cli import run as run_lab
+
+        return run_lab(args)
     if args.command == "api-versions":
         from .broker.server import api_versions_table, replace_readme_table
 
@@ -124,7 +134,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.command == "zookeeper":
         from .zookeeper import run_zookeeper
 
-        return run_zookeeper(args.port, Path(args.data_dir))
+        return run_zookeeper(args.port, Path(args.data_dir), args.heap_mb)
     parser.print_help()
     return 2
 

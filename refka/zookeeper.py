@@ -57,10 +57,13 @@ def four_letter(port: int, word: str, timeout: float = 1.0) -> str:
 
 
 class ZooKeeperServer:
-    def __init__(self, workdir: Path, port: int | None = None, tick_ms: int = 500) -> None:
+    def __init__(self, workdir: Path, port: int | None = None, tick_ms: int = 500, heap_mb: int = 256) -> None:
+        """``heap_mb``: the JVM's -Xmx. 256 MB holds ~40,000 one-partition topics; a lab with
+        more needs more (the KIP-526 bench gives 100,000 topics 2 GB)."""
         self.workdir = Path(workdir)
         self.port = port or free_port()
         self.tick_ms = tick_ms
+        self.heap_mb = heap_mb
         self.proc: subprocess.Popen[bytes] | None = None
 
     @property
@@ -94,7 +97,10 @@ class ZooKeeperServer:
         # SIGKILL: no ZooKeeper is left behind by a killed `refka zookeeper` or test run.
         guard = ["setpriv", "--pdeathsig", "TERM", "--"] if shutil.which("setpriv") else []
         self.proc = subprocess.Popen(
-            [*guard, "java", "-Xmx256m", "-XX:+UseSerialGC", "-cp", ":".join(cp), MAIN, str(cfg)],
+            # Out of heap, the JVM says so in zookeeper.log and exits (ZooKeeper's own logging
+            # goes to slf4j-nop), rather than limping on.
+            [*guard, "java", f"-Xmx{self.heap_mb}m", "-XX:+UseSerialGC", "-XX:+ExitOnOutOfMemoryError",
+             "-cp", ":".join(cp), MAIN, str(cfg)],
             stdout=self._log,
             stderr=subprocess.STDOUT,
             stdin=subprocess.DEVNULL,
@@ -127,11 +133,11 @@ class ZooKeeperServer:
             self._log = None  # type: ignore[assignment]
 
 
-def run_zookeeper(port: int, workdir: Path) -> int:
+def run_zookeeper(port: int, workdir: Path, heap_mb: int = 512) -> int:
     """``refka zookeeper``: runs until Ctrl-C."""
     import signal
 
-    server = ZooKeeperServer(workdir, port=port)
+    server = ZooKeeperServer(workdir, port=port, heap_mb=heap_mb)
     try:
         server.start()
     except RuntimeError as e:

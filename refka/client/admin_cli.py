@@ -40,7 +40,11 @@ DEFAULT_URL = "http://127.0.0.1:8080"
 
 
 class AdminError(Exception):
-    pass
+    """The API refused (``status`` its HTTP status) or could not be reached (``status`` None)."""
+
+    def __init__(self, message: str, status: int | None = None) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 def _url_arg(p: argparse.ArgumentParser, default: Any) -> None:
@@ -137,15 +141,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         q.add_argument("--json", action="store_true", help="the API's JSON instead of a table")
 
 
-def _get(base: str, path: str, query: dict[str, Any], method: str = "GET",
-         payload: dict[str, Any] | None = None) -> tuple[str, str]:
+def call(base: str, path: str, query: dict[str, Any] | None = None, method: str = "GET",
+         payload: dict[str, Any] | None = None, token: str | None = None) -> tuple[str, str]:
     """GET (or ``method``) base+path?query; the body and content type, or AdminError with the
-    API's message. A call that changes something carries $REFKA_ADMIN_TOKEN as a bearer token
-    when it is set (refka serve --admin-token)."""
-    q = urllib.parse.urlencode({k: v for k, v in query.items() if v is not None})
+    API's message and status. A call that changes something carries ``token`` (default
+    $REFKA_ADMIN_TOKEN) as a bearer token when there is one (refka serve --admin-token).
+    Blocking (urllib): ``refka lab run`` calls it from a thread."""
+    q = urllib.parse.urlencode({k: v for k, v in (query or {}).items() if v is not None})
     url = base.rstrip("/") + path + ("?" + q if q else "")
     headers = {}
-    token = os.environ.get("REFKA_ADMIN_TOKEN")
+    token = token or os.environ.get("REFKA_ADMIN_TOKEN")
     if method != "GET" and token:
         headers["Authorization"] = f"Bearer {token}"
     data = None
@@ -162,7 +167,7 @@ def _get(base: str, path: str, query: dict[str, Any], method: str = "GET",
             message = json.loads(body)["error"]
         except (ValueError, KeyError, TypeError):
             message = body.strip() or e.reason
-        raise AdminError(f"{e.code}: {message}") from None
+        raise AdminError(f"{e.code}: {message}", e.code) from None
     except (urllib.error.URLError, OSError) as e:
         reason = getattr(e, "reason", e)
         raise AdminError(f"cannot reach {url}: {reason}") from None
@@ -302,7 +307,7 @@ def run(args: argparse.Namespace) -> int:
     base = args.url or os.environ.get("REFKA_ADMIN_URL") or DEFAULT_URL
     try:
         if args.action == "faults":
-            body, _ = _get(base, "/api/faults", {})
+            body, _ = call(base, "/api/faults", {})
             data = json.loads(body)
             if args.json:
                 print(json.dumps(data, indent=2))
@@ -313,16 +318,16 @@ def run(args: argparse.Namespace) -> int:
                 print(table(["ID", "KIND", "API", "ERROR/MS", "SCOPE", "FIRED", "LEFT"], rows))
         elif args.action == "fault-add":
             spec = {k: v for k, v in vars(args).items() if k in _FAULT_FIELDS and v is not None}
-            body, _ = _get(base, "/api/faults", {}, method="POST", payload=spec)
+            body, _ = call(base, "/api/faults", {}, method="POST", payload=spec)
             print(body if args.json else f"fault {json.loads(body)['id']} installed: {body}")
         elif args.action == "fault-remove":
             if args.all == (args.fault is not None):
                 raise AdminError("give a fault id or --all")
             path = "/api/faults" if args.all else f"/api/faults/{args.fault}"
-            body, _ = _get(base, path, {}, method="DELETE")
+            body, _ = call(base, path, {}, method="DELETE")
             print(body)
         elif args.action == "timeline":
-            body, _ = _get(base, "/api/timeline", {"since": args.since, "limit": args.limit, "broker": args.broker})
+            body, _ = call(base, "/api/timeline", {"since": args.since, "limit": args.limit, "broker": args.broker})
             if args.json:
                 sys.stdout.write(body)
             else:
@@ -334,13 +339,13 @@ def run(args: argparse.Namespace) -> int:
                     print(f"{e['seq']:>6} {when} {e['type']:<18} {rest}")
         elif args.action in OPERATIONS:
             path, payload = OPERATIONS[args.action](args)
-            out, _ = _get(base, path, {}, method="POST", payload=payload)
+            out, _ = call(base, path, {}, method="POST", payload=payload)
             result = json.loads(out)
             print(json.dumps(result, indent=None if not args.json else 2))
         elif args.action in ("cluster", "topics", "groups"):
             name = getattr(args, "topic", None) if args.action == "topics" else getattr(args, "group", None)
             path = f"/api/{args.action}" + ("/" + urllib.parse.quote(name, safe="") if name else "")
-            body, _ = _get(base, path, {"broker": getattr(args, "broker", None)})
+            body, _ = call(base, path, {"broker": getattr(args, "broker", None)})
             data = json.loads(body)
             if args.json:
                 print(json.dumps(data, indent=2))
@@ -353,17 +358,17 @@ def run(args: argparse.Namespace) -> int:
         elif args.action == "stale-metadata":
             path = f"/api/brokers/{args.broker}/metadata"
             if args.freeze or args.thaw:
-                body, _ = _get(base, path + ("/freeze" if args.freeze else "/thaw"), {}, method="POST")
+                body, _ = call(base, path + ("/freeze" if args.freeze else "/thaw"), {}, method="POST")
             else:
-                body, _ = _get(base, path, {})
+                body, _ = call(base, path, {})
             state = json.loads(body)
             print(json.dumps(state, indent=2) if args.json else metadata_state_table(state))
         elif args.action == "connections":
-            body, _ = _get(base, "/api/connections", {"broker": args.broker})
+            body, _ = call(base, "/api/connections", {"broker": args.broker})
             conns = json.loads(body)["connections"]
             print(json.dumps(conns, indent=2) if args.json else connections_table(conns))
         else:
-            body, _ = _get(base, "/api/recordings",
+            body, _ = call(base, "/api/recordings",
                            {"broker": args.broker, "client_id": args.client_id, "limit": args.limit})
             if args.json:
                 sys.stdout.write(body)
