@@ -4,6 +4,7 @@
     make bench ARGS="--quick"
     python -m lab.bench --groups [...]   the consumer-group benchmark instead (groups.py)
     python -m lab.bench --failover [...] the leadership-failover benchmark instead (failover.py)
+    python -m lab.bench --admin-api [...] the admin API's cost to produce, and a leader move through it (admin_api.py)
     python -m lab.bench --partitions [...] the KIP-253 benchmark instead (partitions.py)
     python -m lab.bench --clients [...]  refka's reference client beside confluent-kafka instead (clients.py)
     python -m lab.bench --metadata [...] the KIP-526 benchmark instead: Metadata at 10 to 100,000 topics (metadata.py)
@@ -167,6 +168,7 @@ SUB_BENCHMARKS: dict[str, tuple[str, list[str], str]] = {
                            "topics then 10; a broker's frozen Metadata), read from refka's recordings"),
     "--groups": ("lab.bench.groups", [], "the consumer-group benchmark"),
     "--failover": ("lab.bench.failover", [], "the leadership-failover benchmark"),
+    "--admin-api": ("lab.bench.admin_api", [], "the admin API benchmark (its cost to produce, a leader move)"),
     "--partitions": ("lab.bench.partitions", [], "the KIP-253 benchmark"),
     "--clients": ("lab.bench.clients", [],
                   "the client benchmark: refka's reference Producer and Consumer beside confluent-kafka's"),

@@ -408,9 +408,11 @@ class ZooKeeperCluster:
     ZooKeeper (Debian's package, refka/zookeeper.py): the cluster's multi-process form.
     ``overrides``: broker properties, passed to each as ``--override key=value``."""
 
-    def __init__(self, workdir: Path, brokers: int = 3, overrides: dict[str, str] | None = None) -> None:
+    def __init__(self, workdir: Path, brokers: int = 3, overrides: dict[str, str] | None = None,
+                 zk_heap_mb: int = 256) -> None:
         self.workdir = workdir / "zk-cluster"
         self.brokers = brokers
+        self.zk_heap_mb = zk_heap_mb
         self.overrides = dict(overrides or {})
         self.zk: ZooKeeperServer | None = None
         self.procs: list[subprocess.Popen[bytes]] = []
@@ -421,7 +423,7 @@ class ZooKeeperCluster:
         if reason:
             raise targets.TargetUnavailable(reason)
         self.workdir.mkdir(parents=True, exist_ok=True)
-        self.zk = ZooKeeperServer(self.workdir / "zookeeper")
+        self.zk = ZooKeeperServer(self.workdir / "zookeeper", heap_mb=self.zk_heap_mb)
         self.zk.start()
         base = _free_run(random.randrange(30000, 31000), self.brokers)
         for i in range(self.brokers):
