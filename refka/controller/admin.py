@@ -387,6 +387,9 @@ class TopicSpec:
 
 # Bytes of znode data per ZooKeeper multi in create_topics: well inside jute.maxbuffer (1 MiB).
 _MULTI_BYTES = 256 * 1024
+# A topic to write: its index in the request, the topic, its znode's JSON, its config's JSON,
+# and whether a config znode is there already (left by an older topic of that name).
+_Write = tuple[int, znodes.TopicAssignment, bytes, bytes, bool]
 
 
 async def create_topic(
@@ -464,7 +467,7 @@ async def create_topics(
         for t in await list_topics(store):
             taken.setdefault(_collision_key(t), []).append(t)
 
-    writes: list[tuple[int, znodes.TopicAssignment, bytes, bool]] = []
+    writes: list[_Write] = []
     admitted: set[str] = set()
     for k, (i, spec, assignment, config) in enumerate(checked):
         name = spec.name
@@ -494,7 +497,7 @@ async def create_topics(
             undeleted_partition_count=n,
         )
         results[i] = topic
-        writes.append((i, topic, znodes.TopicConfig(config).to_json(), has_config is not None))
+        writes.append((i, topic, topic.to_json(), znodes.TopicConfig(config).to_json(), has_config is not None))
     if not validate_only and writes:
         await _write_topics(store, writes, results)
     return [r for r in results if r is not None]
@@ -502,16 +505,16 @@ async def create_topics(
 
 async def _write_topics(
     store: MetadataStore,
-    writes: Sequence[tuple[int, znodes.TopicAssignment, bytes, bool]],
+    writes: Sequence[_Write],
     results: list[znodes.TopicAssignment | AdminError | InvalidConfigError | None],
 ) -> None:
     await store.ensure_path(znodes.BROKER_TOPICS)
     await store.ensure_path(znodes.CONFIG_TOPICS)
-    batch: list[tuple[int, znodes.TopicAssignment, bytes, bool]] = []
+    batch: list[_Write] = []
     size = 0
     for w in writes:
         batch.append(w)
-        size += len(w[2]) + len(w[1].to_json())
+        size += len(w[2]) + len(w[3])
         if size >= _MULTI_BYTES:
             await _commit_topics(store, batch, results)
             batch, size = [], 0
@@ -520,23 +523,24 @@ async def _write_topics(
 
 async def _commit_topics(
     store: MetadataStore,
-    batch: Sequence[tuple[int, znodes.TopicAssignment, bytes, bool]],
+    batch: Sequence[_Write],
     results: list[znodes.TopicAssignment | AdminError | InvalidConfigError | None],
 ) -> None:
     """Commits the topics of ``batch`` in one transaction; if it fails, one by one."""
     if not batch:
         return
 
-    def add(txn: Any, topic: znodes.TopicAssignment, config_json: bytes, has_config: bool) -> None:
+    def add(txn: Any, w: _Write) -> None:
+        _, topic, topic_json, config_json, has_config = w
         if has_config:
             txn.set_data(znodes.topic_config_path(topic.topic), config_json)  # left by an older topic
         else:
             txn.create(znodes.topic_config_path(topic.topic), config_json)
-        txn.create(topic.path, topic.to_json())
+        txn.create(topic.path, topic_json)
 
     txn = store.transaction()
-    for _, topic, config_json, has_config in batch:
-        add(txn, topic, config_json, has_config)
+    for w in batch:
+        add(txn, w)
     try:
         await txn.commit()
         return
@@ -548,13 +552,13 @@ async def _commit_topics(
     except NoNodeError:  # an older topic's config deleted meanwhile: one by one says whose
         if len(batch) == 1:
             raise
-    for i, topic, config_json, has_config in batch:  # which topic was created meanwhile
+    for w in batch:  # which topic was created meanwhile
         txn = store.transaction()
-        add(txn, topic, config_json, has_config)
+        add(txn, w)
         try:
             await txn.commit()
         except NodeExistsError:
-            results[i] = TopicExistsError(f"Topic '{topic.topic}' already exists.")
+            results[w[0]] = TopicExistsError(f"Topic '{w[1].topic}' already exists.")
 
 
 async def delete_topic(store: MetadataStore, name: str) -> None:
