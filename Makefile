@@ -15,7 +15,7 @@ JSDIR  := tests/js
 run: install
 	$(VENV)/bin/refka serve $(ARGS)
 
-test: install-test js
+test: install-test js kustomize
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 	$(PY) -m lab.fuzz --frames 3000 --seed 1
 	$(PY) -m lab.fuzz.decoders --runs 20000 --seed 1
@@ -66,6 +66,7 @@ system-deps-test: system-deps
 	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
 	command -v npm >/dev/null 2>&1 || missing="$$missing nodejs npm"; \
 	[ -x /usr/bin/chromium ] || missing="$$missing chromium"; \
+	[ -x /usr/sbin/iptables ] || missing="$$missing iptables"; \
 	if [ -n "$$missing" ]; then \
 	  if [ "$$(id -u)" = 0 ]; then apt-get update && DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; \
 	  else echo "missing Debian packages:$$missing (run make test as root, or install them)"; exit 1; fi; fi
@@ -89,6 +90,52 @@ js: $(JSDIR)/node_modules/.refka-installed
 $(JSDIR)/node_modules/.refka-installed: $(JSDIR)/package.json $(JSDIR)/package-lock.json | system-deps-test
 	cd $(JSDIR) && npm install --no-audit --no-fund --loglevel=error
 	touch $@
+
+# Deployment (deploy/, README "Deployment"). kustomize from the Go module proxy renders the
+# manifests for the offline checks of `make test` (tests/deploy; they skip, saying so, without Go).
+# make kind-up, on a machine with Docker, kind and kubectl: the image, the kind cluster of
+# deploy/kind/cluster.yaml (three workers in three zones), the kind overlay, every broker
+# ready, the smoke Job (produce and consume through the internal listener); make kind-down
+# deletes the cluster.
+KUSTOMIZE_VERSION ?= v5.8.1
+KUSTOMIZE    := .cache/bin/kustomize
+KIND_CLUSTER ?= refka
+KIND_IMAGE   := refka:dev
+KUBECTL      := kubectl --context kind-$(KIND_CLUSTER)
+
+.PHONY: kustomize kind-up kind-down
+kustomize:
+	@if [ -x $(KUSTOMIZE) ] && [ "$$($(KUSTOMIZE) version)" = "$(KUSTOMIZE_VERSION)" ]; then :; \
+	elif command -v go >/dev/null 2>&1; then \
+	  echo "go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION) -> $(KUSTOMIZE)"; \
+	  GOBIN=$(CURDIR)/.cache/bin GOFLAGS=-mod=mod go install sigs.k8s.io/kustomize/kustomize/v5@$(KUSTOMIZE_VERSION); \
+	else echo "no go on PATH: no $(KUSTOMIZE), the kustomize checks of tests/deploy will skip"; fi
+
+kind-up:
+	docker build -f deploy/Dockerfile -t $(KIND_IMAGE) .
+	kind get clusters 2>/dev/null | grep -qx '$(KIND_CLUSTER)' \
+	  || kind create cluster --name $(KIND_CLUSTER) --config deploy/kind/cluster.yaml
+	kind load docker-image $(KIND_IMAGE) --name $(KIND_CLUSTER)
+	$(KUBECTL) create namespace refka --dry-run=client -o yaml | $(KUBECTL) apply -f -
+	$(KUBECTL) -n refka get secret refka-admin >/dev/null 2>&1 \
+	  || $(KUBECTL) -n refka create secret generic refka-admin --from-literal=token=$$(od -An -N16 -tx1 /dev/urandom | tr -d ' \n')
+	$(KUBECTL) apply -k deploy/k8s/overlays/kind
+	$(KUBECTL) -n refka rollout status statefulset/zookeeper --timeout=300s
+	$(KUBECTL) -n refka rollout status statefulset/refka --timeout=420s
+	$(KUBECTL) -n refka delete job refka-smoke --ignore-not-found
+	$(KUBECTL) apply -k deploy/k8s/smoke
+	$(KUBECTL) -n refka wait --for=condition=complete job/refka-smoke --timeout=300s \
+	  || { $(KUBECTL) -n refka logs job/refka-smoke; exit 1; }
+	$(KUBECTL) -n refka logs job/refka-smoke
+	@echo "refka is up: kind cluster $(KIND_CLUSTER), namespace refka, brokers refka-0..2 (zones zone-a..c)."
+	@echo "  from this host, the external listener: 127.0.0.1:30092,127.0.0.1:30093,127.0.0.1:30094"
+	@echo "    e.g. .venv/bin/refka topics describe -b 127.0.0.1:30092   or   kcat -b 127.0.0.1:30092 -L"
+	@echo "  in the cluster, the internal listener: refka-headless.refka.svc.cluster.local:9092"
+	@echo "  admin API and /metrics: $(KUBECTL) -n refka port-forward pod/refka-0 8080, then http://127.0.0.1:8080/"
+	@echo "  admin token: $(KUBECTL) -n refka get secret refka-admin -o jsonpath='{.data.token}' | base64 -d"
+
+kind-down:
+	kind delete cluster --name $(KIND_CLUSTER)
 
 clean:
 	rm -rf $(VENV) $(JSDIR)/node_modules refka-data .pytest_cache

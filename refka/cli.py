@@ -6,6 +6,7 @@
 ``refka lab run PLAN``     a timed plan of operations and faults against a running cluster, under load
 ``refka api-versions``     the table of served APIs and versions (the README shows it)
 ``refka zookeeper``        a private ZooKeeper from Debian's package, for local clusters
+``refka health``           exit 0 when a broker answers (a container's health check, a pod's probes)
 """
 
 from __future__ import annotations
@@ -75,6 +76,67 @@ def _add_topics(sub: argparse._SubParsersAction) -> None:
                    help="delete the records before OFFSET (-1: the high watermark)")
 
 
+def _add_health(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "health", help="exit 0 when a broker answers (a container's health check, a pod's probes)",
+        description="Asks a broker ApiVersions: it answers while its event loop runs (liveness). With "
+                    "--ready, also a Metadata naming a controller: a broker answers client requests only "
+                    "once the controller's first UpdateMetadata named it (readiness). The broker is "
+                    "--bootstrap, else the first listener of the configuration `refka serve` reads here "
+                    "(--config, REFKA_ environment variables), at 127.0.0.1 when it binds every address.")
+    p.add_argument("--bootstrap", "-b", default=None, metavar="HOST:PORT")
+    p.add_argument("--config", type=Path, default=None, help="server.properties file")
+    p.add_argument("--ready", action="store_true", help="also ask Metadata: the broker serves clients")
+    p.add_argument("--timeout", type=float, default=3.0, help="seconds for the whole check (default 3)")
+
+
+def health(args: argparse.Namespace) -> int:
+    """``refka health``: 0 when the broker answered, 1 (and why, on stderr) when it did not."""
+    import asyncio
+
+    from .broker.config import BrokerConfig
+    from .client.connection import BrokerConnection
+    from .protocol.messages.metadata import Metadata
+
+    if args.bootstrap:
+        host, _, port_text = args.bootstrap.rpartition(":")
+    else:
+        try:
+            first = BrokerConfig.load(args.config).listeners[0]
+        except (ValueError, IndexError, OSError) as e:
+            print(f"refka health: no listener to ask: {e!r}", file=sys.stderr)
+            return 1
+        host, port_text = first.host, str(first.port)
+    host = "127.0.0.1" if host in ("", "0.0.0.0") else "::1" if host == "::" else host.strip("[]")
+
+    async def check() -> str:
+        conn = await BrokerConnection(host, int(port_text), "refka-health").connect(args.timeout)
+        try:
+            if not args.ready:
+                return "answers ApiVersions"
+            md = await conn.request(Metadata, Metadata.Request(topics=[], allow_auto_topic_creation=False))
+            if md.controller_id < 0:
+                raise RuntimeError(f"no controller yet ({len(md.brokers)} brokers known)")
+            return f"ready (controller {md.controller_id}, {len(md.brokers)} brokers)"
+        finally:
+            await conn.close()
+
+    async def bounded() -> str:
+        async with asyncio.timeout(args.timeout):
+            return await check()
+
+    try:
+        what = asyncio.run(bounded())
+    except TimeoutError:
+        print(f"refka health: {host}:{port_text} did not answer within {args.timeout:g}s", file=sys.stderr)
+        return 1
+    except Exception as e:  # refused, reset, no controller: all "not healthy", said once
+        print(f"refka health: {host}:{port_text}: {e}", file=sys.stderr)
+        return 1
+    print(f"refka health: {host}:{port_text} {what}")
+    return 0
+
+
 def parse_kv(items: list[str]) -> dict[str, str]:
     out = {}
     for item in items:
@@ -105,6 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     z.add_argument("--data-dir", default="./refka-data/zookeeper")
     z.add_argument("--heap-mb", type=int, default=512,
                    help="the JVM's -Xmx in MB (Kafka's script gives ZooKeeper 512; ~6 KB a one-partition topic)")
+    _add_health(sub)
     args = parser.parse_args(argv)
 
     if args.command == "serve":
@@ -135,6 +198,8 @@ def main(argv: list[str] | None = None) -> int:
         from .zookeeper import run_zookeeper
 
         return run_zookeeper(args.port, Path(args.data_dir), args.heap_mb)
+    if args.command == "health":
+        return health(args)
     parser.print_help()
     return 2
 
