@@ -15,7 +15,7 @@ JSDIR  := tests/js
 run: install
 	$(VENV)/bin/refka serve $(ARGS)
 
-test: install-test js kustomize
+test: install-test js spark-jars kustomize
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 	$(PY) -m lab.fuzz --frames 3000 --seed 1
 	$(PY) -m lab.fuzz.decoders --runs 20000 --seed 1
@@ -78,7 +78,7 @@ $(STAMP): pyproject.toml setup.py refka/protocol/_record_walk.c | system-deps
 	touch $(STAMP)
 
 $(TSTAMP): pyproject.toml $(STAMP) | system-deps-test
-	$(PIP) install -q -e '.[test]'
+	$(PIP) install -q -e '.[test,pipeline]'
 	touch $(TSTAMP)
 
 install: $(STAMP)
@@ -89,6 +89,25 @@ js: $(JSDIR)/node_modules/.refka-installed
 # KafkaJS and @platformatic/kafka, as package-lock.json pins them.
 $(JSDIR)/node_modules/.refka-installed: $(JSDIR)/package.json $(JSDIR)/package-lock.json | system-deps-test
 	cd $(JSDIR) && npm install --no-audit --no-fund --loglevel=error
+	touch $@
+
+# lab/pipeline, the Spark audit of lab runs: `make pipeline` installs pyspark and the rest of the
+# `pipeline` extra (make test installs it with `test`) and Spark's Kafka connector: the jars
+# lab/pipeline/pom.xml resolves beyond pyspark's own, copied by Maven into $(SPARK_JARS), where
+# lab/pipeline/session.py points spark.jars (nothing is downloaded when a session starts).
+SPARK_JARS := .cache/spark-jars
+.PHONY: pipeline spark-jars
+pipeline: install spark-jars
+	$(PIP) install -q -e '.[pipeline]'
+
+spark-jars: $(SPARK_JARS)/.refka-installed
+
+$(SPARK_JARS)/.refka-installed: lab/pipeline/pom.xml
+	@command -v mvn >/dev/null 2>&1 || { if [ "$$(id -u)" = 0 ]; then apt-get update && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y maven; else echo "missing Debian package: maven"; exit 1; fi; }
+	rm -rf $(SPARK_JARS)
+	mvn -q -B -Dstyle.color=never -f lab/pipeline/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+	  -DoutputDirectory=$(CURDIR)/$(SPARK_JARS)
 	touch $@
 
 # Deployment (deploy/, README "Deployment"). kustomize from the Go module proxy renders the
