@@ -11,7 +11,8 @@ soon a leader moved through it reaches a librdkafka producer.
    it (workload.produce: confluent-kafka, 1 KiB records, acks=1, one partition, a fresh
    topic per round), in the order without, with, with, without, without, with ... (so
    that going first or second weighs on both alike), medians and their ratio. Target:
-   under 5% apart.
+   under 5% apart. On a shared machine rounds vary more than that, so also: the broker's
+   CPU over 20 s idle but for the poller, against idle: the poller's share of a core.
 2. Leader move. ``refka serve --brokers 3 --admin-port P`` (disk), a one-partition RF=3
    topic, a confluent-kafka producer (acks=all, linger.ms=0) sending a 100-byte record
    every millisecond; the partition's leadership moved back and forth between two brokers
@@ -46,8 +47,8 @@ from lab.bench import failover, report, targets, workload
 from refka.protocol.messages.offsets_for_leader_epoch import OffsetForLeaderEpoch
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
-FULL = {"rounds": 3, "records": 300_000, "moves": 10, "gap_s": 2.0}
-QUICK = {"rounds": 2, "records": 60_000, "moves": 4, "gap_s": 1.0}
+FULL = {"rounds": 4, "records": 300_000, "moves": 10, "gap_s": 2.0, "cpu_seconds": 20.0}
+QUICK = {"rounds": 2, "records": 60_000, "moves": 4, "gap_s": 1.0, "cpu_seconds": 5.0}
 RECORD_BYTES = 1024
 POLL_PATHS = ("/", "/api/cluster", "/api/topics", "/api/topics/{topic}", "/api/faults", "/metrics")
 
@@ -162,8 +163,37 @@ def overhead(workdir: Path, cfg: dict[str, Any], stamp: str) -> dict[str, Any]:
             finally:
                 target.stop()
     med = {v: statistics.median(r["mb_per_s"] for r in rs) for v, rs in rounds.items()}
+    pairs = [w["mb_per_s"] / wo["mb_per_s"] for w, wo in zip(rounds["with"], rounds["without"], strict=True)]
     return {"rounds": rounds, "median_mb_per_s": med, "with_over_without": med["with"] / med["without"],
+            "round_ratios": pairs, "median_round_ratio": statistics.median(pairs),
+            "poller_cpu": poller_cpu(workdir / "cpu", stamp, cfg["cpu_seconds"]),
             "poller_last_round": polled, "record_bytes": RECORD_BYTES, "records": cfg["records"]}
+
+
+def poller_cpu(workdir: Path, stamp: str, seconds: float) -> dict[str, Any]:
+    """The broker's CPU, idle but for the poller, against idle: what serving the dashboard's reads
+    takes from the event loop that serves Kafka, as a share of one core (a bound on what it can
+    take from produce throughput, steadier than throughput's rounds on a shared machine)."""
+    admin_port = failover._free_run(33000, 1)
+    target = AdminTarget(workdir, admin_port)
+    try:
+        running = target.start(timeout=30.0)
+        topic = f"admin-cpu-{stamp}"
+        workload.create_topic(running.bootstrap, topic, use_create_topics=True, timeout=30.0)
+        time.sleep(1.0)
+
+        def cpu_over(s: float) -> float:
+            c0 = targets.cpu_seconds(running.pid) or 0.0
+            time.sleep(s)
+            return ((targets.cpu_seconds(running.pid) or 0.0) - c0) / s
+
+        idle = cpu_over(seconds)
+        with Poller(f"http://{targets.HOST}:{admin_port}", topic):
+            polled = cpu_over(seconds)
+        return {"seconds": seconds, "idle_core_share": idle, "polled_core_share": polled,
+                "poller_core_share": polled - idle}
+    finally:
+        target.stop()
 
 
 def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
@@ -272,16 +302,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--moves", type=int, default=None, help="leader moves")
     parser.add_argument("--records", type=int, default=None, help="records per throughput round")
     parser.add_argument("--gap-seconds", type=float, default=None, help="seconds between leader moves")
+    parser.add_argument("--cpu-seconds", type=float, default=None,
+                        help="seconds of each of the two broker CPU measurements (idle, polled)")
     parser.add_argument("--json", type=Path, default=None, help="results file")
     args = parser.parse_args(argv)
     cfg = dict(QUICK if args.quick else FULL)
     if args.rounds is not None:
         cfg["rounds"] = args.rounds
-    for key, value in (("moves", args.moves), ("records", args.records), ("gap_s", args.gap_seconds)):
+    for key, value in (("moves", args.moves), ("records", args.records), ("gap_s", args.gap_seconds),
+                       ("cpu_seconds", args.cpu_seconds)):
         if value is not None:
             cfg[key] = value
-    if cfg["rounds"] < 1 or cfg["moves"] < 1 or cfg["records"] < 1 or cfg["gap_s"] <= 0:
-        parser.error("--rounds, --moves and --records must be at least 1, --gap-seconds above 0")
+    if cfg["rounds"] < 1 or cfg["moves"] < 1 or cfg["records"] < 1 or cfg["gap_s"] <= 0 or cfg["cpu_seconds"] <= 0:
+        parser.error("--rounds, --moves and --records must be at least 1, --gap-seconds and --cpu-seconds above 0")
     started = datetime.now(UTC)
     stamp = started.strftime("%Y%m%dT%H%M%SZ")
     results: dict[str, Any] = {"started_at": started.isoformat(), "config": cfg, "machine": report.machine_info()}
@@ -295,6 +328,11 @@ def main(argv: list[str] | None = None) -> int:
     print("produce 1 KiB, acks=1, MB/s (median of rounds)   without admin app   with app + poller   ratio")
     print(f"{'':48}{o['median_mb_per_s']['without']:>12.1f}{o['median_mb_per_s']['with']:>20.1f}"
           f"{o['with_over_without']:>9.3f}")
+    print(f"each round's with/without: {', '.join(f'{r:.3f}' for r in o['round_ratios'])} "
+          f"(median {o['median_round_ratio']:.3f})")
+    c = o["poller_cpu"]
+    print(f"broker CPU, idle {c['idle_core_share'] * 100:.1f}% of a core, with the poller "
+          f"{c['polled_core_share'] * 100:.1f}%: the poller costs {c['poller_core_share'] * 100:.1f}% of a core")
     print(f"\nleader moved through the API ({len(m['moves'])} moves): call median {m['call_ms_median']:.0f} ms; "
           f"call to librdkafka's first ack on the new leader: median {m['first_ack_ms_median']:.0f} ms, "
           f"max {m['first_ack_ms_max']:.0f} ms; {m['failed']} failed deliveries")

@@ -22,13 +22,14 @@ def test_a_small_run_measures_the_overhead_and_the_moves(tmp_path):
     results = tmp_path / "admin.json"
     done = subprocess.run(
         [sys.executable, "-m", "lab.bench", "--admin-api", "--rounds", "1", "--records", "20000", "--moves", "2",
-         "--gap-seconds", "1.5", "--json", str(results)],
+         "--gap-seconds", "1.5", "--cpu-seconds", "2", "--json", str(results)],
         cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, capture_output=True, text=True, timeout=280)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     data = json.loads(results.read_text())
     o = data["overhead"]
     assert len(o["rounds"]["with"]) == len(o["rounds"]["without"]) == 1
-    assert o["with_over_without"] > 0
+    assert o["with_over_without"] > 0 and len(o["round_ratios"]) == 1
+    assert o["poller_cpu"]["polled_core_share"] > 0
     polled = o["poller_last_round"]
     assert polled["errors"] == [], polled
     assert all(set(by_status) == {"200"} for by_status in polled["statuses"].values()), polled  # JSON keys
