@@ -46,6 +46,7 @@ from refka.controller.admin import (
 )
 from refka.controller.channel import ControllerChannel, request_controlled_shutdown
 from refka.controller.controller import Controller
+from refka.controller.election import GOODBYE_TIMEOUT_S
 from refka.controller.producer_ids import ProducerIdManager, ProducerIdsExhaustedError
 from refka.controller.store import (
     BadVersionError,
@@ -220,10 +221,11 @@ class ControllerSide:
     async def stop(self) -> None:
         if self.controller is not None:
             await self.controller.stop()
-        try:
-            await admin.deregister_broker(self.session, self.node_id)
+        try:  # bounded as the controller's resignation (election.GOODBYE_TIMEOUT_S): the
+            # registration goes with the session anyway, and the store may be out of reach
+            await asyncio.wait_for(admin.deregister_broker(self.session, self.node_id), GOODBYE_TIMEOUT_S)
         except Exception as e:
-            log.debug("broker_deregister_failed", error=str(e))
+            log.debug("broker_deregister_failed", error=repr(e))
         await self.session.stop()
 
     # -- admin writes

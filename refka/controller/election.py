@@ -50,6 +50,10 @@ from .store import (
 )
 
 log = structlog.get_logger("refka.controller.election")
+# How long a resigning controller tries to delete /controller itself. With the store out of
+# reach a request would wait for a reconnection that may never come (a broker told to stop
+# while its ZooKeeper is down did not exit); the node goes with the session anyway.
+GOODBYE_TIMEOUT_S = 5.0
 
 RETRY_DELAY = 0.2
 
@@ -107,13 +111,16 @@ class ControllerElection:
         self._lose()
         if was:
             try:
-                stat = await self.store.exists(znodes.CONTROLLER)
-                if stat is not None and stat.ephemeral_owner == self.store.session_id:
-                    await self.store.delete(znodes.CONTROLLER, version=stat.version)
+                await asyncio.wait_for(self._give_up_znode(), GOODBYE_TIMEOUT_S)
             except Exception as e:  # the session may already be gone, taking the node
-                log.info("controller_resign_delete_skipped", broker=self.broker_id, reason=str(e))
+                log.info("controller_resign_delete_skipped", broker=self.broker_id, reason=repr(e))
         if was:
             self._on_resigned()
+
+    async def _give_up_znode(self) -> None:
+        stat = await self.store.exists(znodes.CONTROLLER)
+        if stat is not None and stat.ephemeral_owner == self.store.session_id:
+            await self.store.delete(znodes.CONTROLLER, version=stat.version)
 
     def fenced(self) -> None:
         """The controller found its epoch superseded: stop being controller, look again."""

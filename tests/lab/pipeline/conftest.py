@@ -1,4 +1,6 @@
-"""One SparkSession (local[*]) for the whole test run: a session costs seconds to start.
+"""One SparkSession (local[*]) for the tests of this directory: a session costs seconds to
+start. Package-scoped, so its JVM (a gigabyte, and busy even when idle) is gone before
+the rest of the suite runs.
 Tests skip, naming the make target, where pyspark or the Kafka connector's jars are not
 installed (`make test` installs both)."""
 
@@ -11,7 +13,7 @@ from typing import Any
 import pytest
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def spark() -> Iterator[Any]:
     try:
         import pyspark  # noqa: F401
