@@ -3,11 +3,15 @@
     python -m lab.pipeline audit --deliveries PATH [--acks PATH] [--timeline PATH] [--recordings PATH]
         --out DIR [--master URL] [--window-ms MS]
     python -m lab.pipeline synth --records N [--violations K] [--losses L] ... --out DIR
+    python -m lab.pipeline watch --bootstrap HOST:PORT --topic T [--output-topic T2] [--checkpoint DIR]
+        [--trigger-seconds N] [--minutes M | --once]
 
 PATH: a JSON-lines file, a directory of them, a glob, or ``kafka://host:port/topic``
 (sources.py). ``--master``: ``local[*]`` (the default) or ``spark://host:port``, a
 standalone cluster. Exit status: 0 when the audit ran (whatever it found), 2 when it
-could not (an input missing, the connector's jars missing: `make spark-jars`).
+could not (an input missing, the connector's jars missing: `make spark-jars`). ``watch``
+(watch.py): the streaming form, per-minute counts of delivery lines a topic receives; exit
+status 1 when the query failed.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ import sys
 import time
 from pathlib import Path
 
-from lab.pipeline import audit, report, sources, synth
+from lab.pipeline import audit, report, sources, synth, watch
 
 
 def parser() -> argparse.ArgumentParser:
@@ -38,6 +42,9 @@ def parser() -> argparse.ArgumentParser:
     a.add_argument("--no-report", action="store_true", help="skip report.html")
     s = sub.add_parser("synth", help="write synthetic logs with known faults (synth.py)")
     synth.add_arguments(s)
+    w = sub.add_parser("watch", help="per-minute counts of a topic's delivery lines, streaming (watch.py)",
+                       description=watch.__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    watch.add_arguments(w)
     return ap
 
 
@@ -51,7 +58,36 @@ def main(argv: list[str] | None = None) -> int:
             return 2
         print(json.dumps(expected["summary"]))
         return 0
+    if a.command == "watch":
+        return _watch(a)
     return _audit(a)
+
+
+def _watch(a: argparse.Namespace) -> int:
+    from lab.pipeline.session import MissingJars, session
+
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        print("watch: pyspark is not installed: run `make pipeline` (pip install -e '.[pipeline]')", file=sys.stderr)
+        return 2
+    try:
+        spark = session(a.master, app_name="refka-watch")
+    except MissingJars as e:
+        print(f"watch: {e}", file=sys.stderr)
+        return 2
+    from pyspark.errors import StreamingQueryException
+
+    try:
+        watch.run(spark, watch.options_of(a))
+    except StreamingQueryException as e:
+        print(f"watch: the query failed: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        pass
+    finally:
+        spark.stop()
+    return 0
 
 
 def _audit(a: argparse.Namespace) -> int:

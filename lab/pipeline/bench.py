@@ -10,6 +10,14 @@ without the report, checks its summary against synth's expected one, and prints
 delivery records per second of the audit (session start apart) and each step's
 seconds. Figures, not a test; 10^7 and 10^8 records are for a machine with the disk
 and the hours (the logs take ~250 bytes per record with acks).
+
+    python -m lab.pipeline.bench --watch-lag HOST:PORT [--probes 20] [--trigger-seconds 1]
+
+Instead: the streaming figure of ``watch`` (watch.py) against a running refka: the query
+over a new topic, its output to another; one delivery line at a time is produced (after
+a random pause, so that it lands anywhere in a trigger's interval), and the time from its
+produce call to the output record of its minute that counts it is its lag; prints the
+lags' p50 and max (the first line, the warm-up, apart; confluent-kafka's producer and consumer, `make test`'s).
 """
 
 from __future__ import annotations
@@ -35,7 +43,13 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--timeline", action="store_true", help="10 leader changes, and their table")
     ap.add_argument("--dir", type=Path, help="where the logs go (kept); default: a temporary directory")
     ap.add_argument("--json", type=Path, help="also write the figures here")
+    ap.add_argument("--watch-lag", metavar="BOOTSTRAP", help="instead: watch's end-to-end lag against this refka")
+    ap.add_argument("--probes", type=int, default=20, help="--watch-lag: lines produced one at a time")
+    ap.add_argument("--trigger-seconds", type=float, default=1.0, help="--watch-lag: the query's trigger")
     a = ap.parse_args(argv)
+
+    if a.watch_lag:
+        return watch_lag(a)
 
     if a.dir:
         return run(a, a.dir)
@@ -89,3 +103,69 @@ def run(a: argparse.Namespace, work: Path) -> int:
 
 if __name__ == "__main__":
     sys.exit(main())
+
+
+def watch_lag(a: argparse.Namespace) -> int:
+    """``--watch-lag`` (module docstring)."""
+    import random
+    import uuid
+
+    from confluent_kafka import Consumer, Producer
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    from lab.pipeline import watch
+    from lab.pipeline.session import session
+
+    run_id = uuid.uuid4().hex[:8]
+    topic, out = f"watch-lag-{run_id}", f"watch-lag-{run_id}-out"
+    admin = AdminClient({"bootstrap.servers": a.watch_lag})
+    for f in admin.create_topics([NewTopic(topic, 1, 1), NewTopic(out, 1, 1)]).values():
+        f.result(30)
+    spark = session(a.master, app_name="refka-watch-lag", shuffle_partitions=a.shuffle_partitions)
+    consumer = Consumer({"bootstrap.servers": a.watch_lag, "group.id": f"watch-lag-{run_id}",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    consumer.subscribe([out])
+    producer = Producer({"bootstrap.servers": a.watch_lag, "linger.ms": 0})
+    with tempfile.TemporaryDirectory(prefix="refka-watch-lag-") as ckpt:
+        o = watch.Options(a.watch_lag, topic, output_topic=out, checkpoint=ckpt, trigger_seconds=a.trigger_seconds,
+                          starting_offsets="earliest")
+        q = watch.start(spark, o, ckpt)
+        lags: list[float] = []
+        counted: dict[int, int] = {}  # window start -> lines produced into it
+        try:
+            for seq in range(a.probes + 1):  # line 0 is the warm-up: the query's first batches, the group's join
+                time.sleep(random.uniform(0, a.trigger_seconds))
+                now = int(time.time() * 1000)
+                minute = now - now % 60_000
+                counted[minute] = counted.get(minute, 0) + 1
+                line = {"consumer": "lag", "topic": topic, "partition": 0, "offset": seq, "key": "k",
+                        "producer": "lag", "seq": seq, "sent_ms": now, "delivered_ms": now}
+                t0 = time.monotonic()
+                producer.produce(topic, value=json.dumps(line).encode())
+                producer.flush(30)
+                deadline = t0 + 120
+                while time.monotonic() < deadline:
+                    m = consumer.poll(0.05)
+                    value = None if m is None or m.error() else m.value()
+                    if value is None:
+                        continue
+                    w = json.loads(value)
+                    if w["window_start_ms"] == minute and w["records"] >= counted[minute]:
+                        if seq:
+                            lags.append(time.monotonic() - t0)
+                        break
+                else:
+                    print(f"watch lag: line {seq} not counted within 120 s", file=sys.stderr)
+                    return 1
+        finally:
+            q.stop()
+            consumer.close()
+            spark.stop()
+    lags.sort()
+    p50, worst = lags[round(0.5 * (len(lags) - 1))], lags[-1]
+    print(f"watch lag over {len(lags)} lines (trigger {a.trigger_seconds:g} s): p50 {p50:.2f} s, max {worst:.2f} s")
+    if a.json:
+        a.json.write_text(json.dumps({"probes": len(lags), "trigger_s": a.trigger_seconds,
+                                      "lag_p50_s": round(p50, 3), "lag_max_s": round(worst, 3),
+                                      "lags_s": [round(x, 3) for x in lags]}, indent=2) + "\n")
+    return 0

@@ -218,3 +218,24 @@ def _problem(spec: Sequence[Field], checks: Sequence[tuple[Column, str]]) -> Col
     for cond, problem in checks:
         reason = reason.when(~F.coalesce(cond, F.lit(False)), F.lit(problem))
     return reason.otherwise(F.lit("not as the schema says"))
+
+
+def kafka_stream_lines(spark: SparkSession, bootstrap: str, topic: str, *, starting_offsets: str = "earliest",
+                       options: Mapping[str, str] | None = None) -> DataFrame:
+    """A refka topic's records as a stream of lines (Structured Streaming's Kafka source): ``value``
+    (the record's value as text; null for a tombstone, a bad line), ``origin`` (topic-partition),
+    ``pos`` (the offset) and ``timestamp`` (the record's). Blank lines are left out, as
+    ``read_lines`` does. ``failOnDataLoss`` stays Spark's default (true): offsets a broker took
+    back, or a log that lost records the query was to read, stop the query rather than skip.
+    ``options`` adds or overrides the source's options (``maxOffsetsPerTrigger``, ...)."""
+    from pyspark.sql import functions as F
+
+    reader = (spark.readStream.format("kafka").option("kafka.bootstrap.servers", bootstrap)
+              .option("subscribe", topic).option("startingOffsets", starting_offsets))
+    for k, v in (options or {}).items():
+        reader = reader.option(k, v)
+    lines = reader.load().select(
+        F.col("value").cast("string").alias("value"),
+        F.concat_ws("-", "topic", F.col("partition").cast("string")).alias("origin"),
+        F.col("offset").alias("pos"), "timestamp")
+    return lines.where(F.col("value").isNull() | (F.trim("value") != ""))
