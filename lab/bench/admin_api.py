@@ -44,6 +44,7 @@ from typing import Any
 from confluent_kafka import Producer
 
 from lab.bench import failover, report, targets, workload
+from refka.client import admin_cli
 from refka.protocol.messages.offsets_for_leader_epoch import OffsetForLeaderEpoch
 
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
@@ -196,13 +197,6 @@ def poller_cpu(workdir: Path, stamp: str, seconds: float) -> dict[str, Any]:
         target.stop()
 
 
-def _post(url: str, body: dict[str, Any]) -> dict[str, Any]:
-    req = urllib.request.Request(url, data=json.dumps(body).encode(), method="POST",
-                                 headers={"Content-Type": "application/json"})
-    with urllib.request.urlopen(req, timeout=60) as r:
-        return json.loads(r.read())  # type: ignore[no-any-return]
-
-
 def _epoch_start(port: int, topic: str, epoch: int) -> int:
     """The first offset of leader epoch ``epoch`` on the broker at ``port`` (its leader)."""
     R = OffsetForLeaderEpoch.Request
@@ -248,7 +242,9 @@ def leader_moves(workdir: Path, cfg: dict[str, Any], stamp: str) -> dict[str, An
                 for i in range(cfg["moves"]):
                     to = 1 if i % 2 == 0 else 0
                     t_call = time.monotonic()
-                    moved = _post(f"{url}/api/topics/{topic}/partitions/0/leader", {"broker": to})
+                    body, _ = admin_cli.call(url, f"/api/topics/{topic}/partitions/0/leader", method="POST",
+                                             payload={"broker": to})
+                    moved = json.loads(body)
                     t_done = time.monotonic()
                     start = _epoch_start(ports[to], topic, moved["leader_epoch"])
                     moves.append({"move": i + 1, "to": to, "leader_epoch": moved["leader_epoch"],

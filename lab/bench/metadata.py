@@ -264,18 +264,21 @@ def probe_while_loaded(port: int, n: int, all_requests: int) -> dict[str, Any]:
     requests back to back on a second connection."""
     all_req = _encoded(None, 1)
     done = threading.Event()
+    both_connected = threading.Barrier(2, timeout=TIMEOUT)
     loader: dict[str, Any] = {"ms": [], "bytes": 0}
 
     def load() -> None:
         try:
             with socket.create_connection((targets.HOST, port), timeout=TIMEOUT) as s:
+                both_connected.wait()
                 for _ in range(all_requests):
                     t0 = time.perf_counter()
                     s.sendall(all_req)
                     loader["bytes"] = _answer(s)
                     loader["ms"].append((time.perf_counter() - t0) * 1000)
-        except OSError as e:
+        except (OSError, threading.BrokenBarrierError) as e:
             loader["error"] = repr(e)
+            both_connected.abort()
         finally:
             done.set()
 
@@ -286,8 +289,11 @@ def probe_while_loaded(port: int, n: int, all_requests: int) -> dict[str, Any]:
         reqs = [_encoded([topic_name(rng.randrange(n))], 2) for _ in range(64)]
         t = threading.Thread(target=load, daemon=True)
         t.start()
+        # the loader starts once the probe is ready too (at small sizes it could otherwise finish
+        # before the first probe), and there is at least one probe even if it outlasts the load
+        both_connected.wait()
         i = 0
-        while not done.is_set():
+        while not i or not done.is_set():
             t0 = time.perf_counter()
             s.sendall(reqs[i % len(reqs)])
             _answer(s)

@@ -268,20 +268,25 @@ class Network:
             return
         self._closed = True
         for h in self.hosts.values():
-            for proc in [*h.procs, *([h._delayer] if h._delayer else [])]:
-                if proc.poll() is None:
-                    proc.kill()
-                    proc.wait(10)
-            # Anything else left in the namespace was started there by us.
-            for pid in sh("ip", "netns", "pids", h.ns, check=False).stdout.split():
-                try:
-                    os.kill(int(pid), signal.SIGKILL)
-                except (ProcessLookupError, ValueError):
-                    pass
-            sh("ip", "netns", "del", h.ns, check=False)
+            _remove_namespace(h.ns, [*h.procs, *([h._delayer] if h._delayer else [])])
             sh("ip", "link", "del", h.veth, check=False)  # gone with the namespace, unless set-up stopped early
-            shutil.rmtree(NETNS_ETC / h.ns, ignore_errors=True)
         sh("ip", "link", "del", self.bridge, check=False)
+
+
+def _remove_namespace(ns: str, procs: Iterable[subprocess.Popen[Any]]) -> None:
+    """Kills ``procs`` and whatever else runs in ``ns`` (we started it there), then deletes
+    the namespace and its /etc/netns directory."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+    for pid in sh("ip", "netns", "pids", ns, check=False).stdout.split():
+        try:
+            os.kill(int(pid), signal.SIGKILL)
+        except (ProcessLookupError, ValueError):
+            pass
+    sh("ip", "netns", "del", ns, check=False)
+    shutil.rmtree(NETNS_ETC / ns, ignore_errors=True)
 
 
 class Namespace:
@@ -328,17 +333,7 @@ class Namespace:
         return int(status or 0), body or done.stderr
 
     def close(self) -> None:
-        for proc in self.procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
-        for pid in sh("ip", "netns", "pids", self.name, check=False).stdout.split():
-            try:
-                os.kill(int(pid), signal.SIGKILL)
-            except (ProcessLookupError, ValueError):
-                pass
-        sh("ip", "netns", "del", self.name, check=False)
-        shutil.rmtree(NETNS_ETC / self.name, ignore_errors=True)
+        _remove_namespace(self.name, self.procs)
 
 
 # -- the servers, as the manifests run them ---------------------------------------------
