@@ -183,6 +183,17 @@ class Admin:
             await asyncio.sleep(0.2)
         raise ScenarioError(f"CreatePartitions {topic} to {count}: {why}")
 
+    async def every_broker(self, topic: str, test: Callable[[Any], bool]) -> bool:
+        """``test`` holds for ``topic`` in the Metadata of every broker up, now."""
+        for node in self.up():
+            try:
+                t, _ = await self.topic(topic, node)
+            except (BrokerConnectionError, OSError):
+                return False
+            if not test(t):
+                return False
+        return True
+
     async def until_every_broker(self, topic: str, test: Callable[[Any], bool], timeout: float, what: str) -> None:
         deadline = time.monotonic() + timeout
         for node in self.up():
@@ -266,6 +277,7 @@ class Config:
     replication_factor: int = 3
     heartbeat_interval_ms: int = 500
     metadata_max_age_ms: int = 1000
+    deletion_check_ms: int = 1000
 
 
 @dataclass
@@ -336,8 +348,12 @@ class _Progress:
 
 async def _drain(admin: Admin, run: Run, cfg: Config, marked: list[int]) -> None:
     """Waits for the group to have consumed (committed) the marked partitions to their high
-    watermarks, then DeleteRecords to them; the controller's drain task removes them."""
+    watermarks, then DeleteRecords to them; the controller's drain task removes them once
+    their logs are empty. Records appended just before the mark but replicated only after
+    that read (a loaded machine) raise the high watermark past the deleted offset: the
+    partition then stays, and the group consumes and this deletes again."""
     deadline = time.monotonic() + cfg.drain_timeout
+    settle = max(2.0, 3 * cfg.deletion_check_ms / 1000)
     while True:
         try:
             hw = await admin.high_watermarks(run.topic, marked)
@@ -346,16 +362,18 @@ async def _drain(admin: Admin, run: Run, cfg: Config, marked: list[int]) -> None
             hw, committed = {}, {}
         # An empty partition (high watermark 0) has nothing to consume and nothing committed.
         if len(hw) == len(marked) and all(hw[p] == 0 or committed.get(p, -1) >= hw[p] for p in marked):
-            break
+            run.event("drained", partitions=marked, offsets=hw)
+            await admin.delete_records(run.topic, hw)
+            removed = time.monotonic() + settle
+            while time.monotonic() < removed:
+                if await admin.every_broker(run.topic, lambda t: len(t.partitions) == _undeleted(t)):
+                    run.event("removed", partitions=marked)
+                    return
+                await asyncio.sleep(0.5)
         if time.monotonic() > deadline:
-            raise ScenarioError(f"{run.topic}: the group did not consume marked partitions {marked} within "
+            raise ScenarioError(f"{run.topic}: marked partitions {marked} not consumed and removed within "
                                 f"{cfg.drain_timeout:.0f} s (committed {committed}, high watermarks {hw})")
         await asyncio.sleep(0.5)
-    run.event("drained", partitions=marked, offsets=hw)
-    await admin.delete_records(run.topic, hw)
-    await admin.until_every_broker(run.topic, lambda t: len(t.partitions) == _undeleted(t), cfg.drain_timeout,
-                                   f"partitions {marked} removed")
-    run.event("removed", partitions=marked)
 
 
 async def _chaos(cluster: Cluster, admin: Admin, run: Run, cfg: Config, what: str) -> None:
@@ -559,7 +577,7 @@ async def _run_all(a: argparse.Namespace, cluster: Cluster, out: Path) -> dict[s
     cfg = Config(plan=a.plan_counts, producers=a.producers, consumers=a.consumers, rate=a.rate,
                  consume_rate=a.consume_rate, keys=a.keys, step_seconds=a.step_seconds,
                  finish_timeout=a.finish_timeout, drain_timeout=a.drain_timeout, chaos=a.chaos,
-                 restart_after=a.restart_after)
+                 restart_after=a.restart_after, deletion_check_ms=a.deletion_check_ms)
     results: dict[str, Any] = {}
     for client in a.client_list:
         results[client] = await run_client(client, cluster, out, cfg)

@@ -34,10 +34,13 @@ nothing). Before R1 nothing has changed: the partition is found empty again. A
 broker that was down during R2 drops the partition at its next full LeaderAndIsr
 (its log stays on disk), as for a deleted topic.
 
-The log end offset is what LATEST answers: the high watermark (refka's ListOffsets
-answers a replica id as it answers a consumer, so the controller asks as one,
-replica_id -1). A marked partition takes no new records, so its high watermark
-reaches its last record as soon as the followers have it.
+The log end offset is what LATEST answers to a replica: the controller asks with its
+own broker id as replica_id, which Kafka's ListOffsets (and refka's) answers with the
+leader's log end offset, where a consumer (replica_id -1) gets the high watermark.
+Asking as a consumer would remove a partition whose last records are appended but not
+yet replicated (start == high watermark < log end): records a producer with acks=1
+already has acknowledged, and acks=all ones the followers were about to commit (found:
+a batch of 23 acknowledged records lost in a CI run under load).
 
 The task stops when the controller resigns (``stop``): its timer and the wait for
 answers are cancelled, and answers to a check of an earlier controller epoch are
@@ -73,7 +76,6 @@ log = structlog.get_logger("refka.controller")
 P = PartitionStateName
 R = ReplicaStateName
 EARLIEST, LATEST = -2, -1  # ListOffsets timestamps
-CONSUMER_REPLICA_ID = -1
 EPOCH_DURING_DELETE = -2  # StopReplica's leader_epoch for a partition being deleted (Kafka's)
 
 # A check: per leader, the two ListOffsets answers to come, and what each partition was asked under.
@@ -148,10 +150,11 @@ class PartitionDeletionManager:
             by_leader[s.leader][tp] = (ctx.topics[tp[0]].topic_id, s.leader_epoch)
         if not by_leader:
             return
+        me = self.election.broker_id
         asked = {
             leader: (
-                self.sender.channel.send(leader, ListOffsets, _list_offsets(parts, EARLIEST)),
-                self.sender.channel.send(leader, ListOffsets, _list_offsets(parts, LATEST)),
+                self.sender.channel.send(leader, ListOffsets, _list_offsets(parts, EARLIEST, me)),
+                self.sender.channel.send(leader, ListOffsets, _list_offsets(parts, LATEST, me)),
                 parts,
             )
             for leader, parts in by_leader.items()
@@ -316,7 +319,8 @@ class PartitionDeletionManager:
         log.info("partitions_deleted", topic=name, partitions=sorted(brokers))
 
 
-def _list_offsets(parts: Asked, timestamp: int) -> Any:
+def _list_offsets(parts: Asked, timestamp: int, replica_id: int) -> Any:
+    """ListOffsets as the replica ``replica_id``: LATEST is the log end offset."""
     Req = ListOffsets.Request
     T = Req.ListOffsetsTopic
     by_topic: dict[str, list[Any]] = defaultdict(list)
@@ -325,7 +329,7 @@ def _list_offsets(parts: Asked, timestamp: int) -> Any:
             T.ListOffsetsPartition(partition_index=p, current_leader_epoch=leader_epoch, timestamp=timestamp)
         )
     return Req(
-        replica_id=CONSUMER_REPLICA_ID,
+        replica_id=replica_id,
         isolation_level=0,
         topics=[T(name=name, partitions=ps) for name, ps in by_topic.items()],
     )

@@ -74,11 +74,12 @@ async def test_an_empty_marked_partition_is_removed_and_the_topic_can_grow_again
     assert await partitions(cluster, "d") == [0, 1, 3]  # 3 still holds records
     assert await cluster.store.exists("/brokers/topics/d/partitions/3") is not None
     assert ("d", 2) not in c.context.states and ("d", 2) not in c.context.partition_znodes
-    # Asked as a consumer, fenced with the leader epoch it knows: the log start, then the end.
+    # Asked as a replica (its own broker id: LATEST answers the log end offset, not the high
+    # watermark), fenced with the leader epoch it knows: the log start, then the end.
     asks = [r for r in ch.of("ListOffsets", s2.leader) if any(t.name == "d" for t in r.topics)]
     first = {(t.name, p.partition_index): p for t in asks[0].topics for p in t.partitions}
     second = {(t.name, p.partition_index): p for t in asks[1].topics for p in t.partitions}
-    assert asks[0].replica_id == -1
+    assert asks[0].replica_id == asks[1].replica_id == c.broker_id
     assert (first[("d", 2)].timestamp, second[("d", 2)].timestamp) == (-2, -1)
     assert first[("d", 2)].current_leader_epoch == s2.leader_epoch
     # StopReplica(delete) to its replicas; every broker's metadata drops it (leader -2).

@@ -7,6 +7,11 @@ Behavior:
   the first offset whose record timestamp is at or after it (found through
   the time index, then the batch's records), -1 if none below the high
   watermark.
+- A request from a replica (replica_id >= 0, as Kafka: no isolation level
+  applies) reads to the log end offset instead of the high watermark: latest
+  is the log end offset. KIP-253's drain check asks so (the controller's
+  partition_deletion.py): a marked partition is empty only when nothing is
+  in its log, not only nothing below its high watermark.
 - Each answer carries the leader epoch of the offset returned (v4+, KIP-320).
 - Not the leader: NOT_LEADER_OR_FOLLOWER; unknown: UNKNOWN_TOPIC_OR_PARTITION;
   current_leader_epoch checked (v4+): FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH.
@@ -47,7 +52,7 @@ RPart = RTopic.ListOffsetsPartitionResponse
 LATEST, EARLIEST, MAX_TIMESTAMP, EARLIEST_LOCAL = -1, -2, -3, -4
 
 
-def _answer(broker, topic: str, p, v: int) -> Any:
+def _answer(broker, topic: str, p, replica_id: int) -> Any:
     out = RPart(partition_index=p.partition_index, error_code=ErrorCode.NONE, timestamp=-1, offset=-1, leader_epoch=-1)
     part, err = local_leader(broker.replicas, broker.metadata, topic, p.partition_index, p.current_leader_epoch)
     if part is None:
@@ -55,8 +60,10 @@ def _answer(broker, topic: str, p, v: int) -> Any:
         return out
     plog = part.log
     ts = p.timestamp
+    # Kafka's lastFetchableOffset: a consumer reads below the high watermark, a replica to the log end
+    last = part.high_watermark if replica_id < 0 else plog.log_end_offset
     if ts == LATEST:
-        out.offset = part.high_watermark
+        out.offset = last
         out.leader_epoch = plog.epoch_for_offset(max(out.offset - 1, 0)) if out.offset > 0 else plog.latest_epoch()
     elif ts in (EARLIEST, EARLIEST_LOCAL):
         out.offset = part.log_start_offset
@@ -71,7 +78,7 @@ def _answer(broker, topic: str, p, v: int) -> Any:
                         timestamp=ts, error=str(e))
             out.error_code = ErrorCode.CORRUPT_MESSAGE
             return out
-        if found is not None and found[0] < part.high_watermark:
+        if found is not None and found[0] < last:
             out.offset, out.timestamp, out.leader_epoch = found
     return out
 
@@ -81,5 +88,5 @@ def handle_list_offsets(ctx, req):
     broker = ctx.broker
     topics = []
     for t in req.topics:
-        topics.append(RTopic(name=t.name, partitions=[_answer(broker, t.name, p, ctx.api_version) for p in t.partitions]))
+        topics.append(RTopic(name=t.name, partitions=[_answer(broker, t.name, p, req.replica_id) for p in t.partitions]))
     return Resp(topics=topics)
