@@ -110,10 +110,11 @@ def _ack_spec() -> tuple[Field, ...]:
 def _timeline_checks() -> list[tuple[Column, str]]:
     from pyspark.sql import functions as F
 
-    leader = (F.col("type") != "leader_changed") | (
+    leader = ~F.coalesce(F.col("type") == "leader_changed", F.lit(False)) | (
         F.col("topic").isNotNull() & F.col("partition").isNotNull() & F.col("new_leader").isNotNull()
         & F.col("new_epoch").isNotNull())
-    return [(F.col("t_ms").isNotNull() | F.col("time_ms").isNotNull(), "missing t_ms and time_ms"),
+    return [(F.col("t_ms").isNotNull() | F.col("time_ms").isNotNull() | F.col("at_ms").isNotNull(),
+             "missing t_ms, time_ms and at_ms"),
             (leader, "leader_changed without topic, partition, new_leader or new_epoch")]
 
 
@@ -227,7 +228,10 @@ def run(spark: SparkSession, inputs: Inputs, out: Path, *, window_ms: int = WIND
 
     timeline_marks: dict[str, list[dict[str, Any]]] = {}
     if "timeline" in good:
-        tl = good["timeline"].withColumn("time_ms", F.coalesce("t_ms", "time_ms"))
+        # lab/scenarios' lines (sources.TIMELINE): an action without a type is a plan step
+        tl = (good["timeline"].withColumn("time_ms", F.coalesce("t_ms", "time_ms", "at_ms"))
+              .withColumn("type", F.coalesce("type", F.lit("plan_step")))
+              .withColumn("step", F.coalesce(F.try_variant_get("step", "$", "string"), F.to_json("step"))))
         write("leader_changes", _leader_changes(tl, firsts, pps, window_ms))
         timeline_marks = _timeline_marks(tl)
         lap("leader_changes")

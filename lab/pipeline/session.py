@@ -10,6 +10,7 @@ Maven, at every start).
 from __future__ import annotations
 
 import os
+import subprocess
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -74,3 +75,27 @@ def session(master: str | None = None, *, app_name: str = "refka-pipeline", shuf
     spark = b.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+def stop_jvm(spark: SparkSession) -> None:
+    """Stops the session and the driver's JVM with it. ``SparkSession.stop`` leaves the JVM
+    running until this Python process exits, and with it anything static in it: the Kafka
+    connector's cached producers go on reconnecting to brokers long gone (a test suite's
+    later minutes, spent next to an idle gigabyte JVM that logs warnings)."""
+    from pyspark import SparkContext
+
+    spark.stop()
+    gateway = SparkContext._gateway
+    if gateway is None:
+        return
+    proc = getattr(gateway, "proc", None)
+    gateway.shutdown()
+    if proc is not None:
+        proc.terminate()
+        try:
+            proc.wait(30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+    SparkContext._gateway = None
+    SparkContext._jvm = None

@@ -60,12 +60,15 @@ ACK = fields({"producer": STRING, "key": STRING, "seq": LONG, "topic": STRING, "
 ACK_ERROR = fields({"producer": STRING, "key": STRING, "seq": LONG, "topic": STRING, "error": ANY})
 # The control plane's timeline (refka/broker/metadata_cache.py's events as GET /api/timeline
 # gives them, refka/client/lab/timeline.py's file): a type and a time, t_ms (the plan's file)
-# or time_ms (the admin API's lines); the rest depends on the type.
-TIMELINE = (Field("type", STRING), Field("t_ms", NUMBER, False), Field("time_ms", NUMBER, False),
+# or time_ms (the admin API's lines); the rest depends on the type. Also lab/scenarios'
+# timeline.jsonl, the plan steps of a scenario run: no type but an action, its time at_ms,
+# its step a number (a plan file's is a string, "3.2").
+TIMELINE = (Field("type", STRING, unless="action"), Field("t_ms", NUMBER, False), Field("time_ms", NUMBER, False),
+            Field("at_ms", NUMBER, False),
             Field("broker", LONG, False), Field("topic", STRING, False), Field("partition", LONG, False),
             Field("old_leader", LONG, False), Field("new_leader", LONG, False), Field("old_epoch", LONG, False),
             Field("new_epoch", LONG, False), Field("fault", ANY, False), Field("fault_kind", STRING, False),
-            Field("step", STRING, False), Field("action", STRING, False))
+            Field("step", ANY, False), Field("action", STRING, False))
 # Request recordings (refka/broker/recording.py entry_dict; GET /api/recordings, --record FILE).
 # client_id and the software fields are null for a client that did not say; topics is
 # Metadata's only: a list of names, or "all".

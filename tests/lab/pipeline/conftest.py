@@ -19,7 +19,7 @@ def spark() -> Iterator[Any]:
         import pyspark  # noqa: F401
     except ImportError:
         pytest.skip("pyspark is not installed: make pipeline")
-    from lab.pipeline.session import MissingJars, connector_jars, session
+    from lab.pipeline.session import MissingJars, connector_jars, session, stop_jvm
 
     try:
         connector_jars()
@@ -29,7 +29,7 @@ def spark() -> Iterator[Any]:
     s = session(app_name="refka-tests")
     print(f"\nSparkSession started in {time.monotonic() - t0:.1f} s")
     yield s
-    s.stop()
+    stop_jvm(s)
 
 
 @pytest.fixture(scope="session")
