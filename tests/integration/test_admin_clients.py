@@ -597,3 +597,30 @@ def test_ck_list_consumer_groups_by_type(admin_broker):
     assert {g.type for g in classic.valid if g.group_id == group} == {ConsumerGroupType.CLASSIC}
     consumer_type = a.list_consumer_groups(types={ConsumerGroupType.CONSUMER}, request_timeout=TIMEOUT).result(TIMEOUT)
     assert group not in {g.group_id for g in consumer_type.valid}
+
+
+def test_ck_authorized_operations_are_every_operation_without_an_authorizer(admin_broker):
+    """KIP-430: asked for, Kafka 3.9 with no authorizer answers every operation the resource
+    type supports (refka/broker/acl_operations.py); refka has no ACLs either."""
+    from confluent_kafka import TopicCollection
+    from confluent_kafka.admin import AclOperation
+
+    bs = admin_broker.bootstrap
+    topic = unique_topic("authz")
+    create_topic(bs, topic, partitions=1)
+    fill(bs, topic, per_partition=1)
+    group = unique_group("authz")
+    make_group(bs, topic, group, per_partition=1)
+    a = admin(bs)
+    O = AclOperation
+    cluster = a.describe_cluster(include_authorized_operations=True, request_timeout=TIMEOUT).result(TIMEOUT)
+    assert set(cluster.authorized_operations) == {O.CREATE, O.CLUSTER_ACTION, O.DESCRIBE_CONFIGS, O.ALTER_CONFIGS,
+                                                  O.IDEMPOTENT_WRITE, O.ALTER, O.DESCRIBE}
+    described = a.describe_topics(TopicCollection([topic]), include_authorized_operations=True,
+                                  request_timeout=TIMEOUT)[topic].result(TIMEOUT)
+    assert set(described.authorized_operations) == {O.READ, O.WRITE, O.CREATE, O.DESCRIBE, O.DELETE, O.ALTER,
+                                                    O.DESCRIBE_CONFIGS, O.ALTER_CONFIGS}
+    g = a.describe_consumer_groups([group], include_authorized_operations=True, request_timeout=TIMEOUT)[group]
+    assert set(g.result(TIMEOUT).authorized_operations) == {O.READ, O.DESCRIBE, O.DELETE}
+    # not asked: none reported (the field's "not asked" value)
+    assert a.describe_cluster(request_timeout=TIMEOUT).result(TIMEOUT).authorized_operations is None

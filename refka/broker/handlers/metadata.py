@@ -38,7 +38,9 @@ Behavior:
 Version notes:
 - v1 rack, controller, is_internal; null topics. v2 cluster_id. v4 allow auto
   creation. v5 offline replicas. v7 leader_epoch (KIP-320). v8 authorized
-  operations (KIP-430, answered as unknown). v9 flexible. v10 topic IDs in
+  operations (KIP-430): asked for, every operation of a topic (of every topic
+  in the answer, errors too) and of the cluster (v8-v10), as Kafka answers
+  with no authorizer (acl_operations.py); not asked, -2^31. v9 flexible. v10 topic IDs in
   the answer (KIP-516). v12 lookups by ID, null topic names in the answer.
 """
 
@@ -51,6 +53,7 @@ from typing import Any
 from refka.protocol import EncodedArray, ErrorCode, join
 from refka.protocol.messages.metadata import Metadata
 
+from .. import acl_operations
 from ..config import answers_extensions
 from ..controller_side import InvalidTopicError, validate_topic_name
 from ..metadata_cache import ZERO_UUID, TopicMeta
@@ -69,12 +72,12 @@ LEADER_NOT_AVAILABLE = ErrorCode.LEADER_NOT_AVAILABLE
 # An all-topics answer yields to the event loop after this long building (module docstring).
 SLICE_SECONDS = 0.001
 _CHECK_EVERY = 16  # topics between two looks at the clock (a topic not encoded yet: ~20 us)
-# Encoded topics are kept for this many (version, extensions) forms at most (clients use one
+# Encoded topics are kept for this many (version, extensions, operations) forms at most (clients use one
 # or two; ~25 MB a form at 100,000 topics): a client cycling through versions cannot grow it.
 MAX_ENCODED_FORMS = 4
 
 
-def _topic_response(t: TopicMeta, live: dict, ext: bool) -> Any:
+def _topic_response(t: TopicMeta, live: dict, ext: bool, ops: int) -> Any:
     parts = []
     for p in sorted(t.partitions.values(), key=lambda p: p.partition):
         ok = p.leader in live
@@ -103,6 +106,7 @@ def _topic_response(t: TopicMeta, live: dict, ext: bool) -> Any:
         )
         if ext and t.initial_partition_count >= 0
         else None,
+        topic_authorized_operations=ops,
     )
 
 
@@ -119,9 +123,10 @@ def _invalid_request(req: Any) -> Any:
     ])
 
 
-def _encoded_form(cache: Any, v: int, ext: bool) -> dict[str, tuple[TopicMeta, bytes]]:
-    """The cache's encoded topics for (version, extensions), made the most recently asked."""
-    key = (v, ext)
+def _encoded_form(cache: Any, v: int, ext: bool, ops: int) -> dict[str, tuple[TopicMeta, bytes]]:
+    """The cache's encoded topics for (version, extensions, topic operations), made the most
+    recently asked."""
+    key = (v, ext, ops)
     encoded = cache.encoded_topics
     by_name = encoded.get(key)
     if by_name is None:
@@ -133,7 +138,7 @@ def _encoded_form(cache: Any, v: int, ext: bool) -> dict[str, tuple[TopicMeta, b
     return by_name  # type: ignore[no-any-return]
 
 
-def _encoded_topic(cache: Any, by_name: dict, t: TopicMeta, v: int, ext: bool, live: dict,
+def _encoded_topic(cache: Any, by_name: dict, t: TopicMeta, v: int, ext: bool, ops: int, live: dict,
                    codes: set[int]) -> bytes:
     """``t``'s element of the topics array, from ``by_name`` (``_encoded_form``) when it has
     it; kept there only while ``live`` is the cache's current broker list and ``t`` its topic.
@@ -143,7 +148,7 @@ def _encoded_topic(cache: Any, by_name: dict, t: TopicMeta, v: int, ext: bool, l
         if hit[2]:
             codes.add(LEADER_NOT_AVAILABLE)
         return hit[1]  # type: ignore[no-any-return]
-    answer = _topic_response(t, live, ext)
+    answer = _topic_response(t, live, ext, ops)
     leaderless = any(p.error_code for p in answer.partitions)
     if leaderless:
         codes.add(LEADER_NOT_AVAILABLE)
@@ -175,6 +180,7 @@ def handle_metadata(ctx, req):
             brokers.append(RBroker(node_id=b.node_id, host=ep[0], port=ep[1], rack=b.rack))
     live = view.brokers
     ext = answers_extensions(broker.config["refka.protocol.extensions"], req.refka_extensions)
+    ops = acl_operations.TOPIC if v >= 8 and req.include_topic_authorized_operations else acl_operations.NOT_ASKED
     resp = Resp(
         brokers=brokers,
         cluster_id=view.cluster_id,
@@ -186,9 +192,11 @@ def handle_metadata(ctx, req):
         if ext and view.controller_epoch >= 0
         else None,
         max_partition_epoch=view.max_partition_epoch if ext else -1,
+        cluster_authorized_operations=acl_operations.CLUSTER if 8 <= v <= 10 and req.include_cluster_authorized_operations
+        else acl_operations.NOT_ASKED,
     )
 
-    by_name = _encoded_form(cache, v, ext)
+    by_name = _encoded_form(cache, v, ext, ops)
     requested = req.topics
     if requested is None or (v == 0 and not requested):
         broker.stats.metadata_request(ctx.client_id, None)
@@ -196,10 +204,10 @@ def handle_metadata(ctx, req):
         snapshot = list(view.topics.values())
         if len(snapshot) <= _CHECK_EVERY:
             codes: set[int] = set()
-            chunks = [_encoded_topic(cache, by_name, t, v, ext, live, codes) for t in snapshot]
+            chunks = [_encoded_topic(cache, by_name, t, v, ext, ops, live, codes) for t in snapshot]
             resp.topics = EncodedArray(len(snapshot), chunks, tuple(sorted(codes)))
             return resp
-        return _all_topics(cache, by_name, snapshot, resp, v, ext, live)
+        return _all_topics(cache, by_name, snapshot, resp, v, ext, ops, live)
 
     parts = []
     codes = set()
@@ -211,21 +219,21 @@ def handle_metadata(ctx, req):
             t = view.topic_by_id(rt.topic_id)
             if t is None:
                 parts.append(_encoded(RTopic(error_code=ErrorCode.UNKNOWN_TOPIC_ID, name=None,
-                                             topic_id=rt.topic_id), v, codes))
+                                             topic_id=rt.topic_id, topic_authorized_operations=ops), v, codes))
                 continue
             names.append(t.name)
-            parts.append(_encoded_topic(cache, by_name, t, v, ext, live, codes))
+            parts.append(_encoded_topic(cache, by_name, t, v, ext, ops, live, codes))
             continue
         names.append(name)
         t = view.topic(name)
         if t is not None:
-            parts.append(_encoded_topic(cache, by_name, t, v, ext, live, codes))
+            parts.append(_encoded_topic(cache, by_name, t, v, ext, ops, live, codes))
             continue
         try:
             validate_topic_name(name)
         except InvalidTopicError:
             parts.append(_encoded(RTopic(error_code=ErrorCode.INVALID_TOPIC_EXCEPTION, name=name,
-                                         topic_id=ZERO_UUID), v, codes))
+                                         topic_id=ZERO_UUID, topic_authorized_operations=ops), v, codes))
             continue
         if allow_create and not name.startswith("__"):
             if cache.topic(name) is None:  # frozen: the cluster may have it already
@@ -233,7 +241,8 @@ def handle_metadata(ctx, req):
             err = LEADER_NOT_AVAILABLE
         else:
             err = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        parts.append(_encoded(RTopic(error_code=err, name=name, topic_id=ZERO_UUID), v, codes))
+        parts.append(_encoded(RTopic(error_code=err, name=name, topic_id=ZERO_UUID, topic_authorized_operations=ops),
+                              v, codes))
     broker.stats.metadata_request(ctx.client_id, names)
     ctx.topics = names
     resp.topics = EncodedArray(len(parts), parts, tuple(sorted(codes)))
@@ -241,7 +250,7 @@ def handle_metadata(ctx, req):
 
 
 async def _all_topics(cache: Any, by_name: dict, snapshot: list[TopicMeta], resp: Any, v: int, ext: bool,
-                      live: dict) -> Any:
+                      ops: int, live: dict) -> Any:
     """The topics of ``snapshot``, in slices of about SLICE_SECONDS of the loop each; each
     slice's bytes joined into one chunk."""
     chunks: list[bytes] = []
@@ -249,7 +258,7 @@ async def _all_topics(cache: Any, by_name: dict, snapshot: list[TopicMeta], resp
     codes: set[int] = set()
     started = time.perf_counter()
     for i, t in enumerate(snapshot, 1):
-        slice_parts.append(_encoded_topic(cache, by_name, t, v, ext, live, codes))
+        slice_parts.append(_encoded_topic(cache, by_name, t, v, ext, ops, live, codes))
         if i % _CHECK_EVERY == 0 and time.perf_counter() - started > SLICE_SECONDS:
             chunks.append(b"".join(slice_parts))
             slice_parts = []

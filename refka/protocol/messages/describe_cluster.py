@@ -24,7 +24,7 @@ DescribeCluster = Api(
             field(
                 "include_cluster_authorized_operations",
                 BOOL,
-                about="Ask for authorized operations (KIP-430); refka answers them as unknown.",
+                about="Ask for authorized operations (KIP-430); with no ACLs, every operation of the resource type.",
             ),
             field(
                 "endpoint_type",
@@ -88,7 +88,7 @@ DescribeCluster = Api(
                 "cluster_authorized_operations",
                 INT32,
                 default=AUTHORIZED_OPERATIONS_UNKNOWN,
-                about="Bit field of allowed operations (KIP-430); refka answers unknown (-2^31).",
+                about="Bit field of allowed operations (KIP-430); -2^31 when not asked for.",
             ),
         ),
     )

@@ -24,7 +24,7 @@ DescribeGroups = Api(
                 "include_authorized_operations",
                 BOOL,
                 "3+",
-                about="Ask for authorized operations (KIP-430); refka answers them as unknown.",
+                about="Ask for authorized operations (KIP-430); with no ACLs, every operation of the resource type.",
             ),
         ),
         response=struct(
@@ -93,7 +93,7 @@ DescribeGroups = Api(
                             INT32,
                             "3+",
                             default=AUTHORIZED_OPERATIONS_UNKNOWN,
-                            about="Bit field of allowed operations (KIP-430); refka answers unknown (-2^31).",
+                            about="Bit field of allowed operations (KIP-430); -2^31 when not asked for.",
                         ),
                     )
                 ),

@@ -57,13 +57,13 @@ Metadata = Api(
                 "include_cluster_authorized_operations",
                 BOOL,
                 "8-10",
-                about="Ask for authorized operations (KIP-430); refka answers them as unknown.",
+                about="Ask for authorized operations (KIP-430); with no ACLs, every operation of the resource type.",
             ),
             field(
                 "include_topic_authorized_operations",
                 BOOL,
                 "8+",
-                about="Ask for authorized operations (KIP-430); refka answers them as unknown.",
+                about="Ask for authorized operations (KIP-430); with no ACLs, every operation of the resource type.",
             ),
             field(
                 "refka_extensions",
@@ -181,7 +181,7 @@ Metadata = Api(
                             INT32,
                             "8+",
                             default=AUTHORIZED_OPERATIONS_UNKNOWN,
-                            about="Bit field of allowed operations (KIP-430); refka answers unknown (-2^31).",
+                            about="Bit field of allowed operations (KIP-430); -2^31 when not asked for.",
                         ),
                         field(
                             "topic_epoch",
@@ -221,7 +221,7 @@ Metadata = Api(
                 INT32,
                 "8-10",
                 default=AUTHORIZED_OPERATIONS_UNKNOWN,
-                about="Bit field of allowed operations (KIP-430); refka answers unknown (-2^31).",
+                about="Bit field of allowed operations (KIP-430); -2^31 when not asked for.",
             ),
             field(
                 "controller_epochs",

@@ -11,6 +11,7 @@ from types import CoroutineType, SimpleNamespace
 
 import pytest
 
+from refka.broker import acl_operations
 from refka.broker.config import BrokerConfig
 from refka.broker.handlers import metadata as handler
 from refka.broker.metadata_cache import ZERO_UUID, BrokerMeta, MetadataCache, PartitionMeta, TopicMeta
@@ -206,7 +207,9 @@ def test_encoded_topics_are_kept_for_the_forms_asked_most_recently_only():
     cache = make_cache(5)
     for v in (12, 11, 10, 9, 12, 8):
         answer(cache, named("t1"), v)
-    assert list(cache.encoded_topics) == [(10, False), (9, False), (12, False), (8, False)]
+    unasked = acl_operations.NOT_ASKED
+    assert list(cache.encoded_topics) == [(10, False, unasked), (9, False, unasked), (12, False, unasked),
+                                          (8, False, unasked)]
     assert answer(cache, named("t1"), 11) == reference(cache, named("t1"), 11, False)
     assert len(cache.encoded_topics) == handler.MAX_ENCODED_FORMS
 
