@@ -136,6 +136,39 @@ DEFAULTS: dict[str, tuple[type, Any]] = {
 
 EXTENSION_MODES = ("requested", "always", "never")
 
+# Kafka's dynamic broker configs that refka implements: the broker synonyms of topic configs
+# (Kafka's DynamicLogConfig: the defaults of every topic without an override of its own),
+# settable per broker (/config/brokers/<id>) and cluster-wide (/config/brokers/<default>)
+# through AlterConfigs and IncrementalAlterConfigs. Each maps to its topic config, whose
+# rules validate a value. Every other property is static (read_only in DescribeConfigs).
+DYNAMIC_CONFIGS: dict[str, str] = {
+    **{topic_config.TOPIC_CONFIGS[name].synonyms[0].name: name for name in TOPIC_CONFIG_SYNONYMS_READ},
+    "log.flush.interval.ms": "flush.ms",
+}
+# ConfigSource (DescribeConfigs), in precedence order for a broker property
+DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 2, 3, 4, 5
+
+
+def validate_dynamic(configs: Mapping[str, str]) -> dict[str, str]:
+    """``configs`` as a dynamic broker config set is stored, or ValueError naming the first
+    entry that is not a dynamic config or not a valid value (Kafka answers both
+    INVALID_REQUEST)."""
+    static = sorted(n for n in configs if n not in DYNAMIC_CONFIGS)
+    if static:
+        known = [n for n in static if n in DEFAULTS]
+        raise ValueError(f"Cannot update these configs dynamically: {', '.join(known)}" if known
+                         else f"Not dynamic broker configs refka implements: {', '.join(static)} (those are "
+                              f"the topic defaults: {', '.join(sorted(DYNAMIC_CONFIGS))})")
+    out = {}
+    for name, value in configs.items():
+        try:
+            parse_value(DEFAULTS[name][0], value)
+            topic_config.validate_topic_configs({DYNAMIC_CONFIGS[name]: value})
+        except (ValueError, topic_config.InvalidConfigError) as e:
+            raise ValueError(f"Invalid value {value} for configuration {name}: {e}") from None
+        out[name] = value.strip()
+    return out
+
 
 def answers_extensions(mode: str, requested: bool) -> bool:
     """Whether an answer carries refka's tagged fields, under refka.protocol.extensions
@@ -202,6 +235,10 @@ class BrokerConfig:
             else:
                 self.values[name] = default
         self.unknown = sorted(k for k in self.raw if k not in DEFAULTS)
+        # Dynamic broker configs (DYNAMIC_CONFIGS), as the metadata store has them: this
+        # broker's own, and the cluster-wide defaults; above the static properties.
+        self.dynamic_broker: dict[str, str] = {}
+        self.dynamic_default: dict[str, str] = {}
         if self.values["refka.protocol.extensions"] not in EXTENSION_MODES:
             raise ValueError(f"invalid value for refka.protocol.extensions: "
                              f"{self.values['refka.protocol.extensions']!r} (one of {', '.join(EXTENSION_MODES)})")
@@ -227,6 +264,41 @@ class BrokerConfig:
         props.update(env_properties(os.environ if environ is None else environ))
         props.update(overrides or {})
         return cls(props)
+
+    def set_dynamic(self, per_broker: Mapping[str, str], default: Mapping[str, str]) -> dict[str, Any]:
+        """Takes the dynamic configs read from the store; the properties whose value changed
+        (name -> new value). Precedence: this broker's, the cluster default, the static
+        property, the built-in default. A stored entry that is not a dynamic config, or not
+        valid (written by something other than refka's AlterConfigs), is left out."""
+        def usable(layer: Mapping[str, str]) -> dict[str, str]:
+            out = {}
+            for name, value in layer.items():
+                try:
+                    out.update(validate_dynamic({name: value}))
+                except ValueError:
+                    continue
+            return out
+
+        self.dynamic_broker, self.dynamic_default = usable(per_broker), usable(default)
+        changed = {}
+        for name in DYNAMIC_CONFIGS:
+            value = self.sources(name)[0][1]
+            if value != self.values[name]:
+                self.values[name] = changed[name] = value
+        return changed
+
+    def sources(self, name: str) -> list[tuple[int, Any, str]]:
+        """(ConfigSource, value, its text as written) of each layer that sets property
+        ``name``, the one in force first; the built-in default last."""
+        kind, default = DEFAULTS[name]
+        out: list[tuple[int, Any, str]] = []
+        for source, layer in ((DYNAMIC_BROKER_CONFIG, self.dynamic_broker),
+                              (DYNAMIC_DEFAULT_BROKER_CONFIG, self.dynamic_default),
+                              (STATIC_BROKER_CONFIG, self.raw)):
+            if name in layer:
+                out.append((source, parse_value(kind, layer[name]), layer[name]))
+        out.append((DEFAULT_CONFIG, default, topic_config.to_text(default)))
+        return out
 
     def __getitem__(self, name: str) -> Any:
         return self.values[name]

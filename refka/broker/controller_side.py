@@ -22,6 +22,13 @@ after a new session), reads the notifications newer than the last it handled,
 and for a topic it hosts re-reads the topic's config and gives its partition
 logs the new LogConfig. Notifications older than 15 minutes are deleted by
 whichever broker sees them, as Kafka does.
+
+Dynamic broker configs take the same path (Kafka's DynamicConfigManager for brokers):
+AlterConfigs on a BROKER resource writes ``/config/brokers/<id>`` or, for the cluster-wide
+defaults, ``/config/brokers/<default>`` and a ``brokers/<entity>`` notification; a broker
+re-reads both at start (before it registers) and at a notification for either, takes them
+as its BrokerConfig's dynamic layers (config.DYNAMIC_CONFIGS: the topic defaults), and
+gives every local partition log the LogConfig they make.
 """
 
 from __future__ import annotations
@@ -127,6 +134,7 @@ class ControllerSide:
         await self.session.start()
         self.session.add_listener(self._on_session_state)
         self.metadata.cluster_id = await admin.ensure_cluster(self.session)
+        await self._broker_config_changed()
         self._schedule_config_changes()
         self._info = znodes.BrokerInfo(
             broker_id=self.node_id,
@@ -315,6 +323,13 @@ class ControllerSide:
     async def set_topic_configs(self, name: str, configs: Mapping[str, Any]) -> dict[str, str]:
         return await admin.set_topic_config(self.session, name, configs)
 
+    async def broker_configs(self, entity: str) -> dict[str, str]:
+        """The dynamic configs stored for ``entity``: a broker id, or "" for the cluster-wide defaults."""
+        return await admin.get_broker_config(self.session, entity or znodes.DEFAULT_BROKER_ENTITY)
+
+    async def set_broker_configs(self, entity: str, configs: Mapping[str, str]) -> None:
+        await admin.set_broker_config(self.session, entity or znodes.DEFAULT_BROKER_ENTITY, configs)
+
     # -- topic config changes (see the module docstring)
 
     def _watch_config_changes(self, event: WatchedEvent) -> None:
@@ -359,6 +374,8 @@ class ControllerSide:
                     continue
                 if kind == "topics" and name:
                     await self._topic_config_changed(name)
+                elif kind == "brokers" and name in (znodes.DEFAULT_BROKER_ENTITY, str(self.node_id)):
+                    await self._broker_config_changed()
             else:
                 found = await self.session.exists(path)
                 if found is None:
@@ -392,6 +409,27 @@ class ControllerSide:
             p.log.update_config(cfg)
         log.info("topic_config_applied", broker=self.node_id, topic=topic, overrides=overrides,
                  partitions=len(parts))
+
+    async def _broker_config_changed(self) -> None:
+        """Re-read this broker's and the cluster-wide dynamic configs; when a value changed,
+        every local partition log gets its topic's new LogConfig (its defaults changed)."""
+        per_broker = await admin.get_broker_config(self.session, str(self.node_id))
+        default = await admin.get_broker_config(self.session, znodes.DEFAULT_BROKER_ENTITY)
+        changed = self.config.set_dynamic(per_broker, default)
+        if not changed:
+            return
+        by_topic: dict[str, list[Partition]] = {}
+        for (topic, _i), p in list(self.replicas.partitions.items()):
+            by_topic.setdefault(topic, []).append(p)
+        for topic, parts in by_topic.items():
+            try:
+                cfg = self.replicas.log_config(topic)
+            except ValueError as e:
+                log.warning("topic_config_not_applied", topic=topic, error=str(e))
+                continue
+            for p in parts:
+                p.log.update_config(cfg)
+        log.info("broker_config_applied", broker=self.node_id, changed=changed, partitions=sum(map(len, by_topic.values())))
 
     def _hosted(self, topic: str) -> list[Partition]:
         return [p for (t, _i), p in list(self.replicas.partitions.items()) if t == topic]

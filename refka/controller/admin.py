@@ -787,6 +787,36 @@ async def set_topic_config(store: MetadataStore, name: str, config: Mapping[str,
     return values
 
 
+async def get_broker_config(store: MetadataStore, entity: str) -> dict[str, str]:
+    """The dynamic configs of ``entity`` (a broker id, or znodes.DEFAULT_BROKER_ENTITY)."""
+    try:
+        data, _ = await store.get(znodes.broker_config_path(entity))
+    except NoNodeError:
+        return {}
+    return znodes.TopicConfig.from_json(data).config
+
+
+async def set_broker_config(store: MetadataStore, entity: str, config: Mapping[str, str]) -> None:
+    """Replaces ``entity``'s dynamic broker configs (validated by the caller: the broker's
+    BrokerConfig knows them) and writes a ``/config/changes`` notification, as Kafka's
+    AdminZkClient.changeBrokerConfig."""
+    payload = znodes.TopicConfig(dict(config)).to_json()
+    path = znodes.broker_config_path(entity)
+    if await store.exists(path) is None:
+        try:
+            await store.create(path, payload, makepath=True)
+        except NodeExistsError:
+            await store.set(path, payload)
+    else:
+        await store.set(path, payload)
+    await store.ensure_path(znodes.CONFIG_CHANGES)
+    await store.create(
+        f"{znodes.CONFIG_CHANGES}/{znodes.CONFIG_CHANGE_PREFIX}",
+        znodes.config_change_notification(f"brokers/{entity}"),
+        sequential=True,
+    )
+
+
 # ---- the leader's ISR changes ---------------------------------------------------------------------
 
 

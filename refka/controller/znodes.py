@@ -50,6 +50,10 @@ PARTITION_EPOCH = "/partition_epoch"
 BROKER_IDS = "/brokers/ids"
 BROKER_TOPICS = "/brokers/topics"
 CONFIG_TOPICS = "/config/topics"
+# Dynamic broker configs (Kafka's ZooKeeper mode): /config/brokers/<default> holds the
+# cluster-wide defaults, /config/brokers/<id> one broker's; as a topic's, {"version":1,"config":{}}.
+CONFIG_BROKERS = "/config/brokers"
+DEFAULT_BROKER_ENTITY = "<default>"
 CONFIG_CHANGES = "/config/changes"
 CONFIG_CHANGE_PREFIX = "config_change_"
 DELETE_TOPICS = "/admin/delete_topics"
@@ -62,6 +66,7 @@ PERSISTENT_PATHS = (
     BROKER_IDS,
     BROKER_TOPICS,
     CONFIG_TOPICS,
+    CONFIG_BROKERS,
     CONFIG_CHANGES,
     DELETE_TOPICS,
     ISR_CHANGE,
@@ -91,6 +96,11 @@ def partition_state_path(topic: str, partition: int) -> str:
 
 def topic_config_path(topic: str) -> str:
     return f"{CONFIG_TOPICS}/{topic}"
+
+
+def broker_config_path(entity: str) -> str:
+    """``entity``: a broker id, or DEFAULT_BROKER_ENTITY for the cluster-wide defaults."""
+    return f"{CONFIG_BROKERS}/{entity}"
 
 
 def delete_topic_path(topic: str) -> str:
@@ -440,7 +450,8 @@ class PartitionStateZnode:
 
 @dataclass
 class TopicConfig:
-    """``/config/topics/<t>``: ``{"version":1,"config":{"retention.ms":"1000"}}`` (values are strings)."""
+    """``/config/topics/<t>``: ``{"version":1,"config":{"retention.ms":"1000"}}`` (values are
+    strings); ``/config/brokers/<entity>`` has the same form."""
 
     config: dict[str, str] = field(default_factory=dict)
 

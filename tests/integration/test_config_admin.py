@@ -156,10 +156,14 @@ def test_alter_configs_errors(memory_single):
     create_topic(bs, topic)
     err = error_of(lambda: alter(bs, topic_resource(topic, **{"retention.ms": "-7"})))
     assert err.code() == KafkaError.INVALID_CONFIG and "retention.ms" in err.str()
-    # Broker configs are static in refka: an honest INVALID_REQUEST with the reason.
-    res = ConfigResource(ResourceType.BROKER, "0", set_config={"log.retention.ms": "1000"})
-    err = error_of(lambda: alter(bs, res))
-    assert err.code() == KafkaError.INVALID_REQUEST and "static" in err.str()
+    # A static broker property, a value the topic config refuses, a property refka does not
+    # implement: INVALID_REQUEST with the reason (Kafka's ZooKeeper mode answers so).
+    for configs, reason in [({"num.partitions": "3"}, "Cannot update these configs dynamically: num.partitions"),
+                            ({"log.retention.ms": "-7"}, "log.retention.ms"),
+                            ({"log.cleaner.threads": "2"}, "Not dynamic broker configs refka implements")]:
+        res = ConfigResource(ResourceType.BROKER, "0", set_config=configs)
+        err = error_of(lambda res=res: alter(bs, res))
+        assert err.code() == KafkaError.INVALID_REQUEST and reason in err.str(), err
 
 
 # -- the change reaches the running brokers
@@ -208,6 +212,158 @@ def test_retention_ms_lowered_at_runtime_deletes_old_segments(cluster):
     finally:
         c.close()
     assert describe(bs, topic)["retention.ms"].value == "100"
+
+
+# -- dynamic broker configs (/config/brokers/<default> and /config/brokers/<id>)
+
+
+def broker_resource(name: str, *entries: ConfigEntry) -> ConfigResource:
+    return ConfigResource(ResourceType.BROKER, name, incremental_configs=list(entries))
+
+
+def incremental_broker(bootstrap: str, name: str, *entries: ConfigEntry) -> None:
+    """confluent-kafka's IncrementalAlterConfigs on broker ``name``; the cluster-wide default
+    entity (""), which librdkafka does not name, through refka's client to the first broker."""
+    if name:
+        a = admin(bootstrap)
+        res = broker_resource(name, *entries)
+        a.incremental_alter_configs([res], request_timeout=TIMEOUT)[res].result(TIMEOUT)
+        return
+    from refka.protocol.messages.incremental_alter_configs import IncrementalAlterConfigs as IAC
+
+    R = IAC.Request
+    codes = {AlterConfigOpType.SET: 0, AlterConfigOpType.DELETE: 1}
+
+    async def send() -> None:
+        conn = await connect(bootstrap.split(",")[0])
+        try:
+            resp = await conn.request(IAC, R(validate_only=False, resources=[R.AlterConfigsResource(
+                resource_type=4, resource_name="", configs=[R.AlterConfigsResource.AlterableConfig(
+                    name=e.name, config_operation=codes[e.incremental_operation], value=e.value)
+                    for e in entries])]), 1)
+        finally:
+            await conn.close()
+        (r,) = resp.responses
+        assert r.error_code == 0, r
+
+    asyncio.run(send())
+
+
+def describe_broker(bootstrap: str, name: str) -> dict:
+    """DescribeConfigs of broker ``name`` as confluent-kafka gives it; the default entity
+    (""), through refka's client: {name: (value, source, read_only)}."""
+    if name:
+        a = admin(bootstrap)
+        res = ConfigResource(ResourceType.BROKER, name)
+        return {n: (e.value, e.source, e.is_read_only)
+                for n, e in a.describe_configs([res], request_timeout=TIMEOUT)[res].result(TIMEOUT).items()}
+    from refka.protocol.messages.describe_configs import DescribeConfigs as DC
+
+    R = DC.Request
+
+    async def ask() -> dict:
+        conn = await connect(bootstrap.split(",")[0])
+        try:
+            resp = await conn.request(DC, R(resources=[R.DescribeConfigsResource(
+                resource_type=4, resource_name="", configuration_keys=None)], include_synonyms=False,
+                include_documentation=False), 4)
+        finally:
+            await conn.close()
+        (r,) = resp.results
+        assert r.error_code == 0, r
+        return {c.name: (c.value, c.config_source, c.read_only) for c in r.configs}
+
+    return asyncio.run(ask())
+
+
+def test_a_dynamic_cluster_default_reaches_every_broker_and_a_broker_of_its_own_overrides_it(cluster):
+    bs = cluster.bootstrap
+    topic = unique_topic("dyn")
+    create_topic(bs, topic, partitions=3)  # no override: the brokers' defaults apply
+    p = producer(bs, **{"linger.ms": 0, "message.max.bytes": 100_000})
+    big = [Rec(b"k", b"x" * 5000, [], int(time.time() * 1000))]
+    refused: set[int] = set()
+
+    def sizes_refused(parts: set[int]) -> bool:
+        for part in sorted(parts - refused):
+            (rep,) = produce(p, topic, big, partition=part)
+            if rep.error is not None and rep.error.code() == KafkaError.MSG_SIZE_TOO_LARGE:
+                refused.add(part)
+        return refused >= parts
+
+    try:
+        incremental_broker(bs, "", op("message.max.bytes", "1000", AlterConfigOpType.SET))
+        # Every broker applies the new default to the logs it has, at once (no restart).
+        wait_until(lambda: sizes_refused({0, 1, 2}), timeout=TIMEOUT, interval=0.05,
+                   message=lambda: f"every partition to refuse the batch; only {refused} do")
+        described = describe(bs, topic)["max.message.bytes"]
+        assert (described.value, described.source) == ("1000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+        for node in ("0", "1", "2"):
+            configs = describe_broker(bs, node)
+            assert configs["message.max.bytes"] == ("1000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value, False)
+            assert configs["num.partitions"][2], "a static property is read-only"
+        # The default entity lists the cluster-wide dynamic configs only.
+        assert describe_broker(bs, "") == {
+            "message.max.bytes": ("1000", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value, False)}
+
+        # Broker 1's own value wins over the default, on broker 1 only.
+        leader_of = {pm.id: pm.leader for pm in admin(bs).list_topics(topic, timeout=TIMEOUT).topics[topic]
+                     .partitions.values()}
+        incremental_broker(bs, "1", op("message.max.bytes", "100000", AlterConfigOpType.SET))
+        assert describe_broker(bs, "1")["message.max.bytes"][:2] == (
+            "100000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+        assert describe_broker(bs, "0")["message.max.bytes"][0] == "1000"
+        on_1 = [part for part, leader in leader_of.items() if leader == 1]
+        wait_until(lambda: all(produce(p, topic, big, partition=part)[0].error is None for part in on_1),
+                   timeout=TIMEOUT, interval=0.05, message="broker 1 to take the batch again")
+        for part in set(leader_of) - set(on_1):
+            (rep,) = produce(p, topic, big, partition=part)
+            assert rep.error is not None and rep.error.code() == KafkaError.MSG_SIZE_TOO_LARGE
+    finally:
+        incremental_broker(bs, "1", op("message.max.bytes", None, AlterConfigOpType.DELETE))
+        incremental_broker(bs, "", op("message.max.bytes", None, AlterConfigOpType.DELETE))
+    wait_until(lambda: all(produce(p, topic, big, partition=part)[0].error is None for part in range(3)),
+               timeout=TIMEOUT, interval=0.05, message="the static default back on every broker")
+    assert describe_broker(bs, "0")["message.max.bytes"][1] == ConfigSource.DEFAULT_CONFIG.value
+
+
+def test_another_brokers_id_and_a_name_that_is_no_id_are_refused(cluster):
+    from refka.protocol.messages.incremental_alter_configs import IncrementalAlterConfigs as IAC
+
+    R = IAC.Request
+
+    async def ask(name: str) -> tuple[int, str]:
+        conn = await connect(cluster.bootstrap.split(",")[0])  # broker 0
+        try:
+            resp = await conn.request(IAC, R(validate_only=False, resources=[R.AlterConfigsResource(
+                resource_type=4, resource_name=name, configs=[R.AlterConfigsResource.AlterableConfig(
+                    name="log.retention.ms", config_operation=0, value="1000")])]), 1)
+        finally:
+            await conn.close()
+        (r,) = resp.responses
+        return r.error_code, r.error_message
+
+    assert asyncio.run(ask("2")) == (KafkaError.INVALID_REQUEST, "Unexpected broker id, expected 0, but received 2")
+    assert asyncio.run(ask("me")) == (KafkaError.INVALID_REQUEST, "Broker id must be an integer, but it is: me")
+
+
+def test_dynamic_broker_configs_survive_a_restart(tmp_path):
+    b = BrokerProcess(tmp_path / "data").start()
+    try:
+        incremental_broker(b.bootstrap, "", op("log.retention.ms", "4242", AlterConfigOpType.SET))
+        incremental_broker(b.bootstrap, "0", op("log.segment.bytes", "2000000", AlterConfigOpType.SET))
+    finally:
+        b.stop()
+    b = BrokerProcess(tmp_path / "data").start()
+    try:
+        configs = describe_broker(b.bootstrap, "0")
+        assert configs["log.retention.ms"][:2] == ("4242", ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG.value)
+        assert configs["log.segment.bytes"][:2] == ("2000000", ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+        topic = unique_topic("restart")
+        create_topic(b.bootstrap, topic)
+        assert describe(b.bootstrap, topic)["segment.bytes"].value == "2000000"
+    finally:
+        b.stop()
 
 
 # -- kafka-python's KafkaAdminClient

@@ -11,10 +11,22 @@ Behavior:
   hosting the topic applies it to its logs at once (controller_side.py), and
   DescribeConfigs reports it.
 - validate_only checks everything and writes nothing.
-- BROKER resources (type 4): INVALID_REQUEST. refka's broker configs are
-  static (server.properties, REFKA_ environment, --override); Kafka's dynamic
-  broker configs (/config/brokers) are not implemented. BROKER_LOGGER (8) and
-  any other type: INVALID_REQUEST.
+- BROKER resources (type 4): Kafka's dynamic broker configs, in its ZooKeeper
+  mode's znodes. Named "", the cluster-wide defaults (/config/brokers/<default>);
+  named with this broker's id, this broker's own (/config/brokers/<id>), above
+  the defaults; another broker's id is INVALID_REQUEST ("Unexpected broker id",
+  as Kafka: ask that broker), a name that is not a number too. The configs
+  replace the entity's dynamic configs. The dynamic configs refka implements
+  are the broker synonyms of topic configs (config.DYNAMIC_CONFIGS:
+  log.retention.ms, log.segment.bytes, message.max.bytes, min.insync.replicas,
+  ...), the defaults of every topic without an override; any other property
+  (a static one, or one refka does not implement), or a value the topic config
+  refuses, is INVALID_REQUEST ("Invalid config value for resource ...", as
+  Kafka's ZooKeeper mode answers a ConfigException). Written with a
+  /config/changes notification: every broker concerned applies it to the logs
+  of its partitions at once (controller_side.py), and DescribeConfigs reports
+  it with its source (DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG).
+- BROKER_LOGGER (8) and any other type: INVALID_REQUEST.
 - A resource named twice in one request: INVALID_REQUEST for each.
 - A value longer than 32767 bytes of UTF-8 (v2 can carry one) is
   INVALID_CONFIG: DescribeConfigs before v4 could not answer it, for any
@@ -37,7 +49,8 @@ from refka.common.topic_config import InvalidConfigError, validate_topic_configs
 from refka.protocol import ErrorCode
 from refka.protocol.messages.alter_configs import AlterConfigs
 
-from ..controller_side import AdminError
+from ..config import validate_dynamic
+from ..controller_side import AdminError, StoreError
 from ..registry import handles
 
 Resp = AlterConfigs.Response
@@ -77,9 +90,15 @@ def check_resource(broker, resource_type: int, name: str, api: str) -> Outcome |
             return ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"The topic '{name}' does not exist."
         return None
     if resource_type == BROKER:
-        return (ErrorCode.INVALID_REQUEST,
-                "Broker configs are static in refka (server.properties, REFKA_ environment, --override); "
-                "dynamic broker configs are not supported.")
+        if name == "":
+            return None
+        try:
+            node = int(name)
+        except ValueError:
+            return ErrorCode.INVALID_REQUEST, f"Broker id must be an integer, but it is: {name}"
+        if node != broker.node_id:
+            return ErrorCode.INVALID_REQUEST, f"Unexpected broker id, expected {broker.node_id}, but received {name}"
+        return None
     if resource_type == BROKER_LOGGER:
         return ErrorCode.INVALID_REQUEST, "Broker logger levels are not configurable in refka."
     return ErrorCode.INVALID_REQUEST, f"{api} is only supported for topics, but resource type is {resource_type}."
@@ -103,21 +122,50 @@ async def write_topic_configs(broker, topic: str, configs: dict[str, str], valid
     return OK
 
 
-async def _alter_topic(broker, res, validate_only: bool) -> Outcome:
-    names = [c.name for c in res.configs]
-    dup = duplicates(names)
+async def write_broker_configs(broker, entity: str, configs: dict[str, str], validate_only: bool) -> Outcome:
+    """Validate ``configs`` as the whole dynamic config set of ``entity`` ("" for the
+    cluster-wide defaults, else this broker's id); write them unless validate_only."""
+    try:
+        values = validate_dynamic(configs)
+    except ValueError as e:
+        kind = f"ConfigResource(type=BROKER, name='{entity}')"
+        return ErrorCode.INVALID_REQUEST, fit_message(f"Invalid config value for resource {kind}: {e}")
+    if not validate_only:
+        try:
+            await broker.controller_side.set_broker_configs(entity, values)
+        except StoreError as e:
+            return ErrorCode.UNKNOWN_SERVER_ERROR, f"The metadata store did not take the configs: {e}"
+    return OK
+
+
+def _entries(res) -> dict[str, str] | Outcome:
+    """A resource's configs as a dict, or the error for duplicated names or null values."""
+    dup = duplicates([c.name for c in res.configs])
     if dup:
         return ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys: {', '.join(sorted(dup))}"
     nulls = [c.name for c in res.configs if c.value is None]
     if nulls:
         return ErrorCode.INVALID_REQUEST, f"Null value not supported for : {', '.join(nulls)}"
-    return await write_topic_configs(broker, res.resource_name, {c.name: c.value for c in res.configs},
-                                     validate_only)
+    return {c.name: c.value for c in res.configs}
 
 
-async def alter_resources(broker, resources, api: str, alter_topic, validate_only: bool) -> list:
+async def _alter_topic(broker, res, validate_only: bool) -> Outcome:
+    configs = _entries(res)
+    if isinstance(configs, tuple):
+        return configs
+    return await write_topic_configs(broker, res.resource_name, configs, validate_only)
+
+
+async def _alter_broker(broker, res, validate_only: bool) -> Outcome:
+    configs = _entries(res)
+    if isinstance(configs, tuple):
+        return configs
+    return await write_broker_configs(broker, res.resource_name, configs, validate_only)
+
+
+async def alter_resources(broker, resources, api: str, alter_topic, alter_broker, validate_only: bool) -> list:
     """(resource, error code, message) per resource: the loop AlterConfigs and
-    IncrementalAlterConfigs share; ``alter_topic`` is what differs."""
+    IncrementalAlterConfigs share; ``alter_topic`` and ``alter_broker`` are what differs."""
     twice = duplicates([(r.resource_type, r.resource_name) for r in resources])
     out = []
     for res in resources:
@@ -127,14 +175,16 @@ async def alter_resources(broker, resources, api: str, alter_topic, validate_onl
             code, msg = ErrorCode.INVALID_REQUEST, f"Resource {res.resource_name} is named more than once."
         else:
             refused = check_resource(broker, res.resource_type, res.resource_name, api)
-            code, msg = refused or await alter_topic(broker, res, validate_only)
+            alter = alter_broker if res.resource_type == BROKER else alter_topic
+            code, msg = refused or await alter(broker, res, validate_only)
         out.append((res, code, fit_message(msg)))
     return out
 
 
 @handles(AlterConfigs.key, 0, 2)
 async def handle_alter_configs(ctx, req):
-    results = await alter_resources(ctx.broker, req.resources, "AlterConfigs", _alter_topic, req.validate_only)
+    results = await alter_resources(ctx.broker, req.resources, "AlterConfigs", _alter_topic, _alter_broker,
+                                    req.validate_only)
     return Resp(throttle_time_ms=0, responses=[
         RResource(error_code=code, error_message=msg, resource_type=res.resource_type,
                   resource_name=res.resource_name)

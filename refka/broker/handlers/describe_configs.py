@@ -3,17 +3,22 @@
 Behavior:
 - TOPIC resources (type 2): every topic config of the table
   (refka.common.topic_config, or the named keys), value = the topic's override,
-  else the broker's synonym (its most precise one, as written), else the default;
-  config_source says which (DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG,
+  else the broker's synonym (its most precise one) as the broker has it (this
+  broker's dynamic config, the cluster-wide dynamic default, the static
+  property), else the default; config_source says which (DYNAMIC_TOPIC_CONFIG,
+  DYNAMIC_BROKER_CONFIG, DYNAMIC_DEFAULT_BROKER_CONFIG, STATIC_BROKER_CONFIG,
   DEFAULT_CONFIG). The default is the broker's value of the synonym when refka's
   broker reads it (BrokerConfig.topic_defaults), else the table's. Overrides are
   read from the metadata store (/config/topics/<t>). Unknown topic:
   UNKNOWN_TOPIC_OR_PARTITION.
-- BROKER resources (type 4): this broker's properties (name "" or its id);
-  another broker's id is INVALID_REQUEST (ask that broker, as with Kafka).
-  BROKER_LOGGER (8) is INVALID_REQUEST: log levels are not configurable here.
-- include_synonyms (v1+) lists the override, the broker property and the
-  default in precedence order; include_documentation (v3+) adds the doc line.
+- BROKER resources (type 4): named with this broker's id, every property of
+  this broker, with its source as above; read_only unless it is a dynamic
+  config (config.DYNAMIC_CONFIGS). Named "", the cluster-wide dynamic defaults
+  only (Kafka's answer for the default entity). Another broker's id is
+  INVALID_REQUEST (ask that broker, as with Kafka). BROKER_LOGGER (8) is
+  INVALID_REQUEST: log levels are not configurable here.
+- include_synonyms (v1+) lists the override and each layer of the broker
+  property, in precedence order; include_documentation (v3+) adds the doc line.
 - Error messages quote the resource name cut short (alter_configs.py's
   fit_message): v1-v3 could not carry the longest name v4 can.
 
@@ -25,11 +30,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from refka.common.topic_config import TOPIC_CONFIGS, to_text
+from refka.common.topic_config import TOPIC_CONFIGS
 from refka.protocol import ErrorCode
 from refka.protocol.messages.describe_configs import DescribeConfigs
 
-from ..config import DEFAULTS
+from ..config import (
+    DEFAULT_CONFIG,
+    DEFAULTS,
+    DYNAMIC_CONFIGS,
+    DYNAMIC_DEFAULT_BROKER_CONFIG,
+    STATIC_BROKER_CONFIG,
+)
 from ..registry import handles
 from .alter_configs import fit_message
 
@@ -39,8 +50,7 @@ REntry = RResult.DescribeConfigsResourceResult
 RSynonym = REntry.DescribeConfigsSynonym
 
 TOPIC, BROKER, BROKER_LOGGER = 2, 4, 8
-# ConfigSource
-DYNAMIC_TOPIC_CONFIG, STATIC_BROKER_CONFIG, DEFAULT_CONFIG = 1, 4, 5
+DYNAMIC_TOPIC_CONFIG = 1  # ConfigSource (the broker's are config.py's)
 CONFIG_TYPES = {"UNKNOWN": 0, "BOOLEAN": 1, "STRING": 2, "INT": 3, "SHORT": 4, "LONG": 5, "DOUBLE": 6,
                 "LIST": 7, "CLASS": 8, "PASSWORD": 9}
 _BROKER_TYPES = {int: "LONG", bool: "BOOLEAN", str: "STRING", float: "DOUBLE"}
@@ -66,7 +76,10 @@ def topic_config_entries(broker, overrides: dict[str, str]) -> list[Entry]:
         if name in overrides:
             synonyms.append((name, overrides[name], DYNAMIC_TOPIC_CONFIG))
         broker_name = key.synonyms[0].name if key.synonyms else name
-        if key.synonyms and broker_name in broker.config.raw:
+        if broker_name in DYNAMIC_CONFIGS:
+            layers = broker.config.sources(broker_name)[:-1]  # the default: as below
+            synonyms.extend((broker_name, text, source) for source, _value, text in layers)
+        elif key.synonyms and broker_name in broker.config.raw:
             synonyms.append((broker_name, broker.config.raw[broker_name], STATIC_BROKER_CONFIG))
         synonyms.append((broker_name, defaults[name], DEFAULT_CONFIG))
         _n, value, source = synonyms[0]
@@ -74,18 +87,18 @@ def topic_config_entries(broker, overrides: dict[str, str]) -> list[Entry]:
     return out
 
 
-def broker_config_entries(broker) -> list[Entry]:
+def broker_config_entries(broker, per_broker: bool) -> list[Entry]:
+    """This broker's properties (``per_broker``), or the cluster-wide dynamic defaults."""
     out = []
-    for name, (kind, default) in sorted(DEFAULTS.items()):
-        explicit = name in broker.config.raw
-        value = broker.config[name]
-        sval, dval = to_text(value), to_text(default)
-        synonyms: list[tuple[str, str | None, int]] = []
-        if explicit:
-            synonyms.append((name, sval, STATIC_BROKER_CONFIG))
-        synonyms.append((name, dval, DEFAULT_CONFIG))
-        out.append(Entry(name, sval, STATIC_BROKER_CONFIG if explicit else DEFAULT_CONFIG, True,
-                         _BROKER_TYPES.get(kind, "STRING"), "", synonyms))
+    for name, (kind, _default) in sorted(DEFAULTS.items()):
+        synonyms: list[tuple[str, str | None, int]] = [
+            (name, text, source) for source, _value, text in broker.config.sources(name)
+            if per_broker or source == DYNAMIC_DEFAULT_BROKER_CONFIG]
+        if not synonyms:
+            continue
+        _n, value, source = synonyms[0]
+        out.append(Entry(name, value, source, name not in DYNAMIC_CONFIGS, _BROKER_TYPES.get(kind, "STRING"), "",
+                         synonyms))
     return out
 
 
@@ -125,7 +138,8 @@ async def handle_describe_configs(ctx, req):
                 r.error_code = ErrorCode.INVALID_REQUEST
                 r.error_message = fit_message(f"Broker {res.resource_name} must be asked for its own configs.")
                 continue
-            r.configs = _to_result(broker_config_entries(broker), res.configuration_keys, req, v)
+            r.configs = _to_result(broker_config_entries(broker, res.resource_name != ""), res.configuration_keys,
+                                   req, v)
         else:
             r.error_code = ErrorCode.INVALID_REQUEST
             r.error_message = f"Resource type {res.resource_type} is not served."

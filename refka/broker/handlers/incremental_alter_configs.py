@@ -14,8 +14,11 @@ Behavior:
   an unknown operation: INVALID_REQUEST. Unknown topic:
   UNKNOWN_TOPIC_OR_PARTITION.
 - validate_only checks everything and writes nothing.
-- BROKER (4) and BROKER_LOGGER (8) resources: INVALID_REQUEST (static broker
-  configs, see alter_configs.py).
+- BROKER (4) resources: the same operations on the entity's dynamic broker
+  configs (alter_configs.py: "" the cluster-wide defaults, this broker's id its
+  own), starting from those stored; APPEND and SUBTRACT on the LIST one
+  (log.cleanup.policy) start from the broker's value in force. Validated and
+  written as AlterConfigs writes them. BROKER_LOGGER (8): INVALID_REQUEST.
 - The read-modify-write of a topic's configs is not atomic: two concurrent
   requests on one topic may lose one's change (as in Kafka's ZooKeeper mode).
 
@@ -25,7 +28,9 @@ Version notes:
 
 from __future__ import annotations
 
-from refka.common.topic_config import TOPIC_CONFIGS, items
+from collections.abc import Callable
+
+from refka.common.topic_config import TOPIC_CONFIGS, items, to_text
 from refka.protocol import ErrorCode
 from refka.protocol.messages.incremental_alter_configs import (
     OP_APPEND,
@@ -35,8 +40,9 @@ from refka.protocol.messages.incremental_alter_configs import (
     IncrementalAlterConfigs,
 )
 
+from ..config import DYNAMIC_CONFIGS
 from ..registry import handles
-from .alter_configs import Outcome, alter_resources, duplicates, write_topic_configs
+from .alter_configs import Outcome, alter_resources, duplicates, write_broker_configs, write_topic_configs
 
 Resp = IncrementalAlterConfigs.Response
 RResource = Resp.AlterConfigsResourceResponse
@@ -44,8 +50,18 @@ RResource = Resp.AlterConfigsResourceResponse
 _OP_NAMES = {OP_SET: "set", OP_DELETE: "delete", OP_APPEND: "append", OP_SUBTRACT: "subtract"}
 
 
-def apply_ops(configs: dict[str, str], ops, broker_defaults: dict[str, str]) -> Outcome | dict[str, str]:
-    """The topic's overrides after ``ops`` (name, config_operation, value), or the error."""
+def _topic_config_type(name: str) -> str | None:
+    key = TOPIC_CONFIGS.get(name)
+    return None if key is None else key.type
+
+
+def apply_ops(configs: dict[str, str], ops, broker_defaults: dict[str, str],
+              config_type: Callable[[str], str | None] = _topic_config_type,
+              what: str = "topic") -> Outcome | dict[str, str]:
+    """The overrides after ``ops`` (name, config_operation, value), or the error.
+    ``config_type``: a config's type name (LIST, ...), None for a name unknown (to ``what``:
+    "topic");
+    ``broker_defaults``: the values APPEND and SUBTRACT start from without an override."""
     dup = duplicates([op.name for op in ops])
     if dup:
         return ErrorCode.INVALID_REQUEST, f"Error due to duplicate config keys: {', '.join(sorted(dup))}"
@@ -62,10 +78,10 @@ def apply_ops(configs: dict[str, str], ops, broker_defaults: dict[str, str]) -> 
         if kind == OP_SET:
             out[name] = value
             continue
-        key = TOPIC_CONFIGS.get(name)
-        if key is None:
-            return ErrorCode.INVALID_CONFIG, f"Unknown topic config name: {name}"
-        if key.type != "LIST":
+        ctype = config_type(name)
+        if ctype is None:
+            return ErrorCode.INVALID_CONFIG, f"Unknown {what} config name: {name}"
+        if ctype != "LIST":
             return ErrorCode.INVALID_CONFIG, f"Config value {_OP_NAMES[kind]} is not allowed for config key: {name}"
         old = items(out[name] if name in out else broker_defaults[name])
         if kind == OP_APPEND:
@@ -85,10 +101,24 @@ async def _alter_topic(broker, res, validate_only: bool) -> Outcome:
     return await write_topic_configs(broker, res.resource_name, changed, validate_only)
 
 
+def _broker_config_type(name: str) -> str | None:
+    topic_name = DYNAMIC_CONFIGS.get(name)
+    return None if topic_name is None else TOPIC_CONFIGS[topic_name].type
+
+
+async def _alter_broker(broker, res, validate_only: bool) -> Outcome:
+    current = await broker.controller_side.broker_configs(res.resource_name)
+    in_force = {name: to_text(broker.config[name]) for name in DYNAMIC_CONFIGS}
+    changed = apply_ops(current, res.configs, in_force, _broker_config_type, "dynamic broker")
+    if isinstance(changed, tuple):
+        return changed
+    return await write_broker_configs(broker, res.resource_name, changed, validate_only)
+
+
 @handles(IncrementalAlterConfigs.key, 0, 1)
 async def handle_incremental_alter_configs(ctx, req):
     results = await alter_resources(ctx.broker, req.resources, "IncrementalAlterConfigs", _alter_topic,
-                                    req.validate_only)
+                                    _alter_broker, req.validate_only)
     return Resp(throttle_time_ms=0, responses=[
         RResource(error_code=code, error_message=msg, resource_type=res.resource_type,
                   resource_name=res.resource_name)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from types import SimpleNamespace
 
-from refka.broker.config import BrokerConfig
+from refka.broker.config import DYNAMIC_CONFIGS, BrokerConfig
 from refka.broker.handlers.describe_configs import handle_describe_configs
 from refka.protocol.messages.describe_configs import DescribeConfigs
 
@@ -201,7 +201,9 @@ async def test_broker_properties_that_are_topic_config_defaults():
     entries = {e.name: e for e in result.configs}
     got = {name: (entries[name].value, TYPE_NAMES[entries[name].config_type]) for name in BROKER_SYNONYMS}
     assert got == {**BROKER_SYNONYMS, "log.retention.ms": ("5", "LONG")}
-    assert all(e.read_only for e in result.configs)
+    # the dynamic broker configs refka implements (the topic defaults) are not read-only
+    assert {e.name for e in result.configs if not e.read_only} == set(DYNAMIC_CONFIGS)
+    assert not entries["log.retention.ms"].read_only and entries["num.partitions"].read_only
     assert synonyms_of(entries["log.retention.ms"]) == [
         ("log.retention.ms", "5", STATIC_BROKER_CONFIG),
         ("log.retention.ms", "604800000", DEFAULT_CONFIG),
