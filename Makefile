@@ -15,7 +15,7 @@ JSDIR  := tests/js
 run: install
 	$(VENV)/bin/refka serve $(ARGS)
 
-test: install-test js spark-jars kustomize
+test: install-test js spark-jars kustomize go-clients
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 	$(PY) -m lab.fuzz --frames 3000 --seed 1
 	$(PY) -m lab.fuzz.decoders --runs 20000 --seed 1
@@ -155,6 +155,21 @@ kind-up:
 
 kind-down:
 	kind delete cluster --name $(KIND_CLUSTER)
+
+# franz-go, the Go client (tests/go: its own go.mod and go.sum; franz-go and kadm come from the
+# Go module proxy into Go's module cache): one binary, .cache/bin/refka-franz, which
+# tests/integration/test_franz_go.py runs; rebuilt when a Go source, go.mod or go.sum changes.
+# Without Go this says so and those tests skip, naming this target.
+FRANZ     := .cache/bin/refka-franz
+FRANZ_SRC := $(wildcard tests/go/*.go) tests/go/go.mod tests/go/go.sum
+.PHONY: go-clients
+go-clients: $(FRANZ)
+
+$(FRANZ): $(FRANZ_SRC)
+	@if command -v go >/dev/null 2>&1; then \
+	  echo "go build tests/go -> $(FRANZ)"; mkdir -p $(@D) && \
+	  cd tests/go && go build -buildvcs=false -o $(CURDIR)/$(FRANZ) .; \
+	else echo "no go on PATH: no $(FRANZ), tests/integration/test_franz_go.py will skip (make go-clients)"; fi
 
 clean:
 	rm -rf $(VENV) $(JSDIR)/node_modules refka-data .pytest_cache

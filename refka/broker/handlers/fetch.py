@@ -11,9 +11,9 @@ Behavior:
 - Incremental fetch sessions (KIP-227, v7+): see fetch_session.py. Session
   errors (FETCH_SESSION_ID_NOT_FOUND, INVALID_FETCH_SESSION_EPOCH) are the
   top-level error_code.
-- Per partition: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID for v13+ IDs),
-  NOT_LEADER_OR_FOLLOWER when this broker does not lead it, KIP-320 epoch
-  checks (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, v9+),
+- Per partition: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID for a v13+ ID
+  that names no topic), NOT_LEADER_OR_FOLLOWER when this broker does not
+  lead it, KIP-320 epoch checks (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, v9+),
   OFFSET_OUT_OF_RANGE outside [log start, log end]; v12+ last_fetched_epoch
   is checked against the leader-epoch cache and a divergence is answered
   with diverging_epoch (KIP-595) instead of records.
@@ -106,7 +106,11 @@ def _read_partition(broker, sp: SessionPartition, undeleted: int, budget: int, m
     if part is None or not part.is_leader:
         tmeta = broker.metadata.topic(sp.topic)
         if part is None and (tmeta is None or sp.partition not in tmeta.partitions):
-            r.error = ErrorCode.UNKNOWN_TOPIC_ID if v >= 13 else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+            # As KafkaApis: UNKNOWN_TOPIC_ID only when the ID names no topic; a known
+            # topic without this partition (e.g. a KIP-253 partition removed) is
+            # UNKNOWN_TOPIC_OR_PARTITION at every version.
+            r.error = (ErrorCode.UNKNOWN_TOPIC_ID if v >= 13 and tmeta is None
+                       else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
         else:
             r.error = ErrorCode.NOT_LEADER_OR_FOLLOWER
         return r
