@@ -35,3 +35,29 @@ def memory_broker(tmp_path_factory):
     b = BrokerProcess(tmp_path_factory.mktemp("refka-mem") / "data", memory=True).start()
     yield b
     b.stop()
+
+
+# -- each test's outcome, for the README's compatibility matrix (tests/compat.py)
+
+_OUTCOMES: dict[str, str] = {}
+
+
+def pytest_runtest_logreport(report: pytest.TestReport) -> None:
+    """A test's outcome: its call's, or its setup's or teardown's when that one did not pass
+    (a skip or an error there is the test's outcome)."""
+    if report.when == "call" or report.outcome != "passed":
+        if _OUTCOMES.get(report.nodeid) != "failed":
+            _OUTCOMES[report.nodeid] = report.outcome
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    import json
+    import time
+    from pathlib import Path
+
+    if not _OUTCOMES:
+        return
+    out = Path(__file__).resolve().parent.parent / ".cache" / "test-outcomes.json"
+    out.parent.mkdir(exist_ok=True)
+    out.write_text(json.dumps({"finished": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
+                               "args": list(session.config.args), "outcomes": _OUTCOMES}, indent=0))
