@@ -37,7 +37,9 @@ install). The state holds each open window's deliveries: a few hundred bytes per
 for the minutes the watermark keeps open.
 
 Sinks: the console (each trigger's updated windows), or ``--output-topic``: each updated
-window as one JSON object per record (the window's last record is its current count).
+window as one JSON object per record (the window's last record is its current count). The
+output topic is created first when it does not exist (the brokers' default partitions and
+replication factor), so the sink works on a cluster with auto.create.topics.enable=false.
 ``--once``: what the topic holds now, then stop (Trigger.AvailableNow); ``--minutes M``:
 run M minutes; neither: until interrupted. ``--checkpoint``: where the query's offsets and
 state live (a restart with the same directory resumes); default a temporary directory,
@@ -47,6 +49,7 @@ removed at the end.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import shutil
 import tempfile
 from dataclasses import dataclass
@@ -54,6 +57,9 @@ from typing import TYPE_CHECKING
 
 from lab.pipeline import sources
 from lab.pipeline.sources import DELIVERY
+from refka.client.connection import connect
+from refka.protocol import ErrorCode
+from refka.protocol.messages.create_topics import CreateTopics
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -155,9 +161,35 @@ def _violations(firsts: Column) -> Column:
     return F.aggregate(firsts, zero, step, lambda a: a["n"])
 
 
+def ensure_topic(bootstrap: str, topic: str) -> bool:
+    """Creates ``topic`` with the brokers' defaults unless it exists; True when it was created.
+    RuntimeError with the broker's answer for any other outcome."""
+    R = CreateTopics.Request
+
+    async def create() -> tuple[int, str | None]:
+        conn = await connect(bootstrap.split(",")[0])
+        try:
+            resp = await conn.request(CreateTopics, R(topics=[R.CreatableTopic(
+                name=topic, num_partitions=-1, replication_factor=-1, assignments=[], configs=[])],
+                timeout_ms=30_000))
+        finally:
+            await conn.close()
+        return resp.topics[0].error_code, resp.topics[0].error_message
+
+    code, message = asyncio.run(create())
+    if code == ErrorCode.TOPIC_ALREADY_EXISTS:
+        return False
+    if code != ErrorCode.NONE:
+        raise RuntimeError(f"cannot create the output topic {topic}: {ErrorCode(code).name} {message or ''}".rstrip())
+    return True
+
+
 def start(spark: SparkSession, o: Options, checkpoint: str) -> StreamingQuery:
     """The watch query over ``o.topic``, started (module docstring)."""
     from pyspark.sql import functions as F
+
+    if o.output_topic:
+        ensure_topic(o.bootstrap, o.output_topic)
 
     frame = windows(sources.kafka_stream_lines(spark, o.bootstrap, o.topic, starting_offsets=o.starting_offsets),
                     o.watermark)

@@ -74,7 +74,9 @@ def test_the_windows_counts_duplicates_violations_and_latency_as_planted(spark: 
 
 @pytest.fixture(scope="module")
 def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
-    with BrokerProcess(tmp_path_factory.mktemp("watch") / "data", memory=True) as b:
+    # No auto-creation: the output topic is the watch's to create (watch.ensure_topic).
+    with BrokerProcess(tmp_path_factory.mktemp("watch") / "data", memory=True,
+                       overrides={"auto.create.topics.enable": "false"}) as b:
         yield b
 
 
@@ -93,8 +95,8 @@ def test_the_query_over_a_topic_keeps_counts_across_micro_batches(spark: Any, br
     from confluent_kafka.admin import AdminClient, NewTopic
 
     admin = AdminClient({"bootstrap.servers": broker.bootstrap})
-    for f in admin.create_topics([NewTopic("deliveries", 2, 1), NewTopic("watch-out", 1, 1)]).values():
-        f.result(30)
+    for f in admin.create_topics([NewTopic("deliveries", 2, 1)]).values():
+        f.result(30)  # "watch-out" is not there: the query creates it
     first, second = planted()
     produce(broker.bootstrap, "deliveries", [(json.dumps(d).encode(), d["delivered_ms"]) for d in first] + BAD)
     o = watch.Options(broker.bootstrap, "deliveries", output_topic="watch-out", checkpoint=str(tmp_path / "ckpt"),
