@@ -15,7 +15,7 @@ JSDIR  := tests/js
 run: install
 	$(VENV)/bin/refka serve $(ARGS)
 
-test: install-test js spark-jars kustomize go-clients
+test: install-test js spark-jars kustomize go-clients kafka-oracle
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 	$(PY) -m lab.fuzz --frames 3000 --seed 1
 	$(PY) -m lab.fuzz.decoders --runs 20000 --seed 1
@@ -108,6 +108,24 @@ $(SPARK_JARS)/.refka-installed: lab/pipeline/pom.xml
 	rm -rf $(SPARK_JARS)
 	mvn -q -B -Dstyle.color=never -f lab/pipeline/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
 	  -DoutputDirectory=$(CURDIR)/$(SPARK_JARS)
+	touch $@
+
+# Apache Kafka 3.9.1's broker, the oracle of tests/oracle/ (differential tests: the same requests to
+# Kafka and to refka, the answers compared field by field): kafka_2.13 and its runtime dependencies,
+# with slf4j-reload4j (Kafka's distribution's log4j 1.x binding), as tests/oracle/pom.xml names
+# them, copied by Maven into $(KAFKA_ORACLE). The tests skip, naming this target, where it is missing.
+KAFKA_ORACLE := .cache/kafka-3.9.1
+.PHONY: kafka-oracle
+kafka-oracle: $(KAFKA_ORACLE)/.refka-installed
+
+$(KAFKA_ORACLE)/.refka-installed: tests/oracle/pom.xml
+	@missing=""; command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
+	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
+	if [ -n "$$missing" ]; then if [ "$$(id -u)" = 0 ]; then apt-get update && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; else echo "missing Debian packages:$$missing"; exit 1; fi; fi
+	rm -rf $(KAFKA_ORACLE)
+	mvn -q -B -Dstyle.color=never -f tests/oracle/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
+	  -DoutputDirectory=$(CURDIR)/$(KAFKA_ORACLE)
 	touch $@
 
 # Deployment (deploy/, README "Deployment"). kustomize from the Go module proxy renders the

@@ -50,7 +50,9 @@ async def handle_create_topics(ctx, req):
     specs: list[TopicSpec] = []
     asked: list[tuple] = []  # (result, request topic, its configs) of each spec
     for t in req.topics:
-        r = RTopic(name=t.name, error_code=ErrorCode.NONE, num_partitions=-1, replication_factor=-1, configs=[])
+        # error_message null unless there is an error, as Kafka answers (tests/oracle)
+        r = RTopic(name=t.name, error_code=ErrorCode.NONE, error_message=None, num_partitions=-1,
+                   replication_factor=-1, configs=[])
         results.append(r)
         if named[t.name] > 1:
             r.error_code = ErrorCode.INVALID_REQUEST
