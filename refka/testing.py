@@ -24,32 +24,49 @@ while it runs.
 The brokers are those of ``refka serve --brokers N``: the embedded metadata store, logs in
 memory unless a ``data_dir`` is given. They run on the event loop that calls ``start``; a
 client that blocks (confluent-kafka, kafka-python) must run in another thread (e.g.
-``asyncio.to_thread``), or the cluster on its own loop in a thread.
+``asyncio.to_thread``), or the cluster on its own loop in a thread: that is ``Cluster``.
+
+``Broker()`` and ``Cluster(n)``, a broker for a test in any framework, are context managers
+in both of Python's forms over a ``RefkaCluster``:
+
+    with Cluster(3) as c:           # the brokers' loop in a thread: every call blocks
+        c.create_topic("events", 3, replication_factor=3)
+        Producer({"bootstrap.servers": c.bootstrap_servers})  # confluent-kafka, kafka-python...
+        c.move_leader("events", 0, broker=2)
+
+    async with Broker() as b:       # the RefkaCluster itself, on the caller's loop
+        await b.create_topic("events")
+
+refka's pytest plugin (refka/pytest_plugin.py) gives them as the ``refka_broker`` and
+``refka_cluster`` fixtures.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
 import socket
 import tempfile
+import threading
 import time
-from collections.abc import Callable, Mapping
+import warnings
+from collections.abc import Callable, Coroutine, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import Any, TypeVar
 
-from refka.broker import admin_ops, admin_views, recording
+from refka.broker import admin_ops, admin_views, recording, server
 from refka.broker.admin_views import ServedBroker, ViewError
 from refka.broker.config import BrokerConfig
 from refka.broker.faults import Delay, Fault, FaultError, Intercepted, Interceptor
 from refka.broker.registry import HANDLERS
-from refka.broker.server import Cluster, broker_configs
 from refka.common.topic_config import InvalidConfigError
 from refka.controller.admin import AdminError
 from refka.protocol import ErrorCode
 
-__all__ = ["Delay", "Fault", "FaultError", "Intercepted", "OperationError", "RefkaCluster", "ViewError"]
+__all__ = ["Broker", "Cluster", "Delay", "Fault", "FaultError", "Intercepted", "OperationError", "RefkaCluster",
+           "ViewError"]
 
 OperationError = admin_ops.OperationError
 
@@ -98,24 +115,31 @@ class RefkaCluster:
         self.memory = data_dir is None
         base = BrokerConfig.load(None, environ={}, overrides={**(overrides or {}), "log.dirs": str(self.data_dir)})
         first = port if port is not None else _free_port_block(brokers, host)
-        self.configs = broker_configs(base, brokers, host, first, self.data_dir)
-        self.cluster = Cluster(self.configs, memory=self.memory, data_dir=self.data_dir)
+        self.configs = server.broker_configs(base, brokers, host, first, self.data_dir)
+        self.cluster = server.Cluster(self.configs, memory=self.memory, data_dir=self.data_dir)
         self.admin_port = admin_port
         self._admin: Any = None
 
     # -- lifecycle
 
     async def start(self, timeout: float = 60.0) -> RefkaCluster:
-        """Starts the brokers; returns once each one's metadata names them all."""
-        await self.cluster.start(ready_timeout=timeout)
-        ids = {c.broker_id for c in self.configs}
-        await self.wait_for(lambda: all(set(b.metadata.brokers) == ids for b in self.cluster.brokers),
-                            "every broker to know every other", timeout)
-        if self.admin_port is not None:
-            from refka.broker import admin_http  # aiohttp only when asked for
+        """Starts the brokers; returns once each one's metadata names them all. When they do
+        not start (a port taken, ``timeout``, cancelled), what did start is stopped and the
+        error raised."""
+        try:
+            await self.cluster.start(ready_timeout=timeout)
+            ids = {c.broker_id for c in self.configs}
+            await self.wait_for(lambda: all(set(b.metadata.brokers) == ids for b in self.cluster.brokers),
+                                "every broker to know every other", timeout)
+            if self.admin_port is not None:
+                from refka.broker import admin_http  # aiohttp only when asked for
 
-            self._admin = await admin_http.start(self.cluster.served, "127.0.0.1", self.admin_port,
-                                                 control=self.cluster, faults=self.cluster.faults)
+                self._admin = await admin_http.start(self.cluster.served, "127.0.0.1", self.admin_port,
+                                                     control=self.cluster, faults=self.cluster.faults)
+        except BaseException:
+            with contextlib.suppress(Exception):  # the start's own error is the one to raise
+                await self.stop()
+            raise
         return self
 
     async def stop(self) -> None:
@@ -140,6 +164,12 @@ class RefkaCluster:
     def bootstrap(self) -> str:
         """host:port of every running broker, comma-separated (a client's bootstrap.servers)."""
         return self.cluster.bootstrap
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """host:port of every broker of the cluster, running or stopped, comma-separated: a
+        client's bootstrap.servers that stays the same while brokers stop and start."""
+        return ",".join(self.address(c.broker_id) for c in self.configs)
 
     def address(self, broker: int) -> str:
         cfg = self._config(broker)
@@ -307,3 +337,316 @@ class RefkaCluster:
     def clear_faults(self) -> int:
         return self.cluster.faults.clear()
 
+
+# ---- Broker() and Cluster(n): a broker for a test, `with` or `async with` ------------------------
+
+T = TypeVar("T")
+
+# An operation that takes a ``timeout`` of its own is given this much longer by the blocking
+# form, so that its own error (OperationError 504, saying what it waited for) is the one raised.
+_OWN_TIMEOUT_MARGIN = 10.0
+
+
+def _run_loop(loop: asyncio.AbstractEventLoop, leftover: list[str]) -> None:
+    """The brokers' thread: ``loop`` until it is stopped; then, as ``asyncio.run`` ends, the
+    tasks still pending are cancelled and awaited (named in ``leftover``: the brokers' stop
+    should have left none), async generators and the default executor shut down, the loop closed."""
+    asyncio.set_event_loop(loop)
+    try:
+        loop.run_forever()
+        pending = asyncio.all_tasks(loop)
+        leftover.extend(sorted(repr(t.get_coro()) for t in pending))
+        for task in pending:
+            task.cancel()
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+        loop.run_until_complete(loop.shutdown_asyncgens())
+        loop.run_until_complete(loop.shutdown_default_executor())
+    finally:
+        asyncio.set_event_loop(None)
+        loop.close()
+
+
+class Cluster:
+    """``brokers`` refka brokers for a test (ids 0..N-1, default 3), in this process, logs and
+    metadata in memory, on free ports of ``host``: a context manager in both forms.
+
+    ``with Cluster(3) as c:``, for any test and blocking clients (confluent-kafka,
+    kafka-python): a ``RefkaCluster`` runs on an event loop of its own (uvloop, as ``refka
+    serve``) in a background thread, so it serves while the test's code blocks. ``c`` is this
+    object, and every method below blocks until the brokers' loop has done it, at most
+    ``call_timeout`` seconds (then TimeoutError and the call is cancelled); an error is raised
+    in the caller as ``RefkaCluster`` raises it (OperationError, ViewError, FaultError...).
+    Leaving the block stops the brokers, then the loop, and joins the thread: no thread, port
+    or task is left (a task the brokers' stop left behind is cancelled and named in a
+    ResourceWarning). An error while starting is raised by ``with`` itself, after the same
+    clean-up.
+
+    ``async with Cluster(3) as c:``, for an asyncio test: ``c`` is the ``RefkaCluster``
+    itself on the caller's loop (no thread).
+
+    The one API in its two forms (``with``: this class; ``async with``: the RefkaCluster):
+
+    - ``bootstrap_servers`` (every broker, running or not), ``address(broker)``: plain in both;
+    - reads (``describe_cluster``, ``topics``, ``topic``, ``partition``, ``groups``,
+      ``group``, ``connections``, ``recordings``, ``timeline``, ``broker_state``, ``faults``),
+      metadata freezes (``freeze_metadata``, ``thaw_metadata``) and faults (``add_fault``,
+      ``intercept``, ``remove_fault``, ``clear_faults``): blocking calls with ``with``, plain
+      calls with ``async with``;
+    - operations (``create_topic``, ``move_leader``, ``elect_preferred``, ``reassign``,
+      ``set_partition_count``, ``stop_broker``, ``kill_broker``, ``start_broker``,
+      ``expire_session``, ``wait_for``): blocking calls with ``with``, coroutines to await
+      with ``async with``;
+    - ``call(fn)``, ``with`` only: ``fn(the RefkaCluster)`` on the brokers' loop, awaited there
+      if it returns a coroutine, for what the methods do not offer.
+
+    In the ``with`` form the brokers' state is touched on their loop only: an interceptor's
+    handler and a ``wait_for`` condition run on the brokers' thread; from there the reads
+    above run at once, and an operation, which would wait on that very loop, raises
+    RuntimeError.
+    """
+
+    def __init__(self, brokers: int = 3, *, overrides: Mapping[str, str] | None = None,
+                 host: str = "127.0.0.1", port: int | None = None, data_dir: Path | str | None = None,
+                 admin_port: int | None = None, start_timeout: float = 60.0, call_timeout: float = 60.0) -> None:
+        if brokers < 1:
+            raise ValueError("a cluster needs at least one broker")
+        self.brokers = brokers
+        self._options: dict[str, Any] = {"overrides": overrides, "host": host, "port": port, "data_dir": data_dir,
+                                         "admin_port": admin_port}
+        self.start_timeout = start_timeout
+        self.call_timeout = call_timeout
+        self._refka: RefkaCluster | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._leftover: list[str] = []  # tasks the brokers' stop left on their loop (_run_loop)
+
+    def _check_idle(self) -> None:
+        if self._refka is not None or self._thread is not None:
+            raise RuntimeError(f"{type(self).__name__} is running already: enter it once at a time")
+
+    # -- async with: the RefkaCluster on the caller's loop
+
+    async def __aenter__(self) -> RefkaCluster:
+        self._check_idle()
+        self._refka = await RefkaCluster(self.brokers, **self._options).start(self.start_timeout)
+        return self._refka
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        refka, self._refka = self._refka, None
+        if refka is not None:
+            await refka.stop()
+
+    # -- with: the RefkaCluster on a loop in a thread
+
+    def __enter__(self) -> Cluster:
+        self._check_idle()
+        import uvloop  # refka serve's loop; here, not at the top: the async form has no loop of its own
+
+        loop = uvloop.new_event_loop()
+        self._leftover = []
+        thread = threading.Thread(target=_run_loop, args=(loop, self._leftover), daemon=True,
+                                  name=f"refka-testing-{self.brokers}-broker{'s' if self.brokers > 1 else ''}")
+        self._loop, self._thread = loop, thread
+        thread.start()
+        try:
+            # start() bounds itself by start_timeout and cleans up; the margin only catches a hang
+            self._refka = self._wait(asyncio.run_coroutine_threadsafe(self._start_on_loop(), loop),
+                                     self.start_timeout + _OWN_TIMEOUT_MARGIN, "starting the brokers")
+        except BaseException:
+            self._end_thread()
+            raise
+        return self
+
+    async def _start_on_loop(self) -> RefkaCluster:
+        """Builds and starts the RefkaCluster on the brokers' thread, where all of it is touched."""
+        return await RefkaCluster(self.brokers, **self._options).start(self.start_timeout)
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        refka, self._refka = self._refka, None
+        try:
+            if refka is not None and self._loop is not None:
+                self._wait(asyncio.run_coroutine_threadsafe(refka.stop(), self._loop), self.call_timeout,
+                           "stopping the brokers")
+        finally:
+            self._end_thread()
+
+    def _end_thread(self) -> None:
+        loop, thread, self._loop, self._thread = self._loop, self._thread, None, None
+        if loop is None or thread is None:
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(self.call_timeout)
+        if thread.is_alive():
+            raise RuntimeError(f"the brokers' thread {thread.name} did not end within {self.call_timeout:g} s")
+        if self._leftover:
+            warnings.warn(f"tasks still pending after the brokers stopped, cancelled: {', '.join(self._leftover)}",
+                          ResourceWarning, stacklevel=3)
+
+    def _running(self) -> tuple[RefkaCluster, asyncio.AbstractEventLoop]:
+        if self._refka is None or self._loop is None:
+            raise RuntimeError(f"{type(self).__name__} is not running: call it inside `with {type(self).__name__}(...)` "
+                               "(inside `async with`, use the RefkaCluster it gave)")
+        return self._refka, self._loop
+
+    def _on_loop(self) -> bool:
+        return self._thread is not None and threading.get_ident() == self._thread.ident
+
+    def _wait(self, future: concurrent.futures.Future[T], timeout: float, what: str) -> T:
+        try:
+            return future.result(timeout)
+        except TimeoutError:
+            if future.done():  # the call's own TimeoutError
+                raise
+            future.cancel()
+            raise TimeoutError(f"{what} did not finish within {timeout:g} s on the brokers' loop") from None
+
+    def _call(self, fn: Callable[[RefkaCluster], T], what: str) -> T:
+        """``fn(cluster)``, a plain call, on the brokers' loop (at once from their thread)."""
+        refka, loop = self._running()
+        if self._on_loop():
+            return fn(refka)
+
+        async def on_loop() -> T:
+            return fn(refka)
+
+        return self._wait(asyncio.run_coroutine_threadsafe(on_loop(), loop), self.call_timeout, what)
+
+    def _await(self, fn: Callable[[RefkaCluster], Coroutine[Any, Any, T]], what: str,
+               own_timeout: float | None = None) -> T:
+        """``fn(cluster)``, a coroutine, run on the brokers' loop and waited for."""
+        refka, loop = self._running()
+        if self._on_loop():
+            raise RuntimeError(f"{what} waits on the brokers' loop, and this is the brokers' thread (an "
+                               "interceptor or a wait_for condition): only reads and faults can be called from it")
+        timeout = self.call_timeout if own_timeout is None else max(self.call_timeout,
+                                                                     own_timeout + _OWN_TIMEOUT_MARGIN)
+        return self._wait(asyncio.run_coroutine_threadsafe(fn(refka), loop), timeout, what)
+
+    def call(self, fn: Callable[[RefkaCluster], Any], timeout: float | None = None) -> Any:
+        """``fn(the RefkaCluster)`` on the brokers' loop, awaited there if it returns a coroutine:
+        for what the methods below do not offer (``b.call(lambda c: c.cluster.faults.fired_by_kind)``)."""
+        refka, loop = self._running()
+        if self._on_loop():
+            raise RuntimeError("call() from the brokers' own thread: use the RefkaCluster directly")
+
+        async def on_loop() -> Any:
+            result = fn(refka)
+            return await result if asyncio.iscoroutine(result) else result
+
+        return self._wait(asyncio.run_coroutine_threadsafe(on_loop(), loop),
+                          self.call_timeout if timeout is None else timeout, "call()")
+
+    # -- addresses (fixed when the brokers start: no need to ask their loop)
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """host:port of every broker, comma-separated: a client's bootstrap.servers."""
+        return self._running()[0].bootstrap_servers
+
+    def address(self, broker: int) -> str:
+        return self._running()[0].address(broker)
+
+    # -- reads (RefkaCluster's, admin_views.py's)
+
+    def describe_cluster(self, broker: int | None = None) -> dict[str, Any]:
+        return self._call(lambda c: c.describe_cluster(broker), "describe_cluster")
+
+    def topics(self, broker: int | None = None) -> list[dict[str, Any]]:
+        return self._call(lambda c: c.topics(broker), "topics")
+
+    def topic(self, name: str, broker: int | None = None) -> dict[str, Any] | None:
+        return self._call(lambda c: c.topic(name, broker), "topic")
+
+    def partition(self, topic: str, partition: int, broker: int | None = None) -> dict[str, Any] | None:
+        return self._call(lambda c: c.partition(topic, partition, broker), "partition")
+
+    def groups(self) -> list[dict[str, Any]]:
+        return self._call(lambda c: c.groups(), "groups")
+
+    def group(self, group_id: str) -> dict[str, Any]:
+        return self._call(lambda c: c.group(group_id), "group")
+
+    def connections(self) -> list[dict[str, Any]]:
+        return self._call(lambda c: c.connections(), "connections")
+
+    def recordings(self, client_id: str | None = None) -> list[dict[str, Any]]:
+        return self._call(lambda c: c.recordings(client_id), "recordings")
+
+    def timeline(self, since: int = 0, broker: int | None = None) -> list[dict[str, Any]]:
+        return self._call(lambda c: c.timeline(since, broker), "timeline")
+
+    def broker_state(self, broker: int) -> str:
+        return self._call(lambda c: c.broker_state(broker), "broker_state")
+
+    # -- operations (RefkaCluster's coroutines, waited for)
+
+    def create_topic(self, name: str, partitions: int = 1, replication_factor: int = 1,
+                     configs: Mapping[str, str] | None = None, timeout: float = 30.0) -> None:
+        self._await(lambda c: c.create_topic(name, partitions, replication_factor, configs, timeout),
+                    f"create_topic({name!r})", own_timeout=timeout)
+
+    def move_leader(self, topic: str, partition: int, broker: int) -> dict[str, Any]:
+        return self._await(lambda c: c.move_leader(topic, partition, broker), "move_leader")
+
+    def elect_preferred(self, topic: str, partitions: list[int] | None = None) -> dict[int, str]:
+        return self._await(lambda c: c.elect_preferred(topic, partitions), "elect_preferred")
+
+    def reassign(self, topic: str, assignment: Mapping[int, list[int]]) -> None:
+        self._await(lambda c: c.reassign(topic, assignment), "reassign")
+
+    def set_partition_count(self, topic: str, count: int) -> None:
+        self._await(lambda c: c.set_partition_count(topic, count), "set_partition_count")
+
+    def stop_broker(self, broker: int) -> None:
+        self._await(lambda c: c.stop_broker(broker), f"stop_broker({broker})")
+
+    def kill_broker(self, broker: int) -> None:
+        self._await(lambda c: c.kill_broker(broker), f"kill_broker({broker})")
+
+    def start_broker(self, broker: int) -> None:
+        self._await(lambda c: c.start_broker(broker), f"start_broker({broker})")
+
+    def expire_session(self, broker: int) -> None:
+        self._await(lambda c: c.expire_session(broker), f"expire_session({broker})")
+
+    def wait_for(self, condition: Callable[[], bool], what: str = "the condition", timeout: float = 30.0) -> None:
+        """RefkaCluster.wait_for: ``condition`` is called on the brokers' thread (the reads work there)."""
+        self._await(lambda c: c.wait_for(condition, what, timeout), f"waiting for {what}", own_timeout=timeout)
+
+    # -- metadata freezes and faults (RefkaCluster's, on the brokers' loop)
+
+    def freeze_metadata(self, broker: int) -> None:
+        self._call(lambda c: c.freeze_metadata(broker), "freeze_metadata")
+
+    def thaw_metadata(self, broker: int) -> None:
+        self._call(lambda c: c.thaw_metadata(broker), "thaw_metadata")
+
+    def add_fault(self, kind: str, **spec: Any) -> Fault:
+        return self._call(lambda c: c.add_fault(kind, **spec), "add_fault")
+
+    def intercept(self, api: int | str, handler: Interceptor, *, broker: int | None = None,
+                  client_id: str | None = None, once: bool = True) -> Fault:
+        """RefkaCluster.intercept: ``handler`` is called on the brokers' thread."""
+        return self._call(lambda c: c.intercept(api, handler, broker=broker, client_id=client_id, once=once),
+                          "intercept")
+
+    def remove_fault(self, fault: Fault | int) -> bool:
+        return self._call(lambda c: c.remove_fault(fault), "remove_fault")
+
+    def faults(self) -> list[Fault]:
+        return self._call(lambda c: c.faults(), "faults")
+
+    def clear_faults(self) -> int:
+        return self._call(lambda c: c.clear_faults(), "clear_faults")
+
+
+class Broker(Cluster):
+    """One broker (id 0) for a test: ``Cluster(1)``, in both forms (Cluster's docstring)."""
+
+    def __init__(self, *, overrides: Mapping[str, str] | None = None, host: str = "127.0.0.1",
+                 port: int | None = None, data_dir: Path | str | None = None, admin_port: int | None = None,
+                 start_timeout: float = 60.0, call_timeout: float = 60.0) -> None:
+        super().__init__(1, overrides=overrides, host=host, port=port, data_dir=data_dir, admin_port=admin_port,
+                         start_timeout=start_timeout, call_timeout=call_timeout)

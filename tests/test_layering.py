@@ -43,6 +43,7 @@ MAP: dict[str, tuple[tuple[str, ...], str]] = {
     "refka.zookeeper":              (("refka",),                                      "refka/zookeeper.py may import anything of refka's, nothing of lab"),
     "refka.__main__":               (("refka",),                                      "refka/__main__.py may import anything of refka's, nothing of lab"),
     "refka.testing":                (("refka",),                                      "refka/testing.py, the in-process cluster of tests and labs, may import anything of refka's, nothing of lab"),
+    "refka.pytest_plugin":          (("refka.testing",),                              "refka/pytest_plugin.py, the fixtures every pytest run loads, imports only refka.testing (in its fixtures)"),
     "tests":                        (("refka", "tests"),                              "nothing under tests/ imports lab (but tests/lab, below)"),
     "tests.lab":                    (("refka", "tests", "lab"),                       "tests/lab/ tests lab/ and imports what it tests"),
     "lab":                          (("refka", "lab", "tests"),                       "lab may import everything"),

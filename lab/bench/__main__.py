@@ -10,6 +10,7 @@
     python -m lab.bench --metadata [...] the KIP-526 benchmark instead: Metadata at 10 to 100,000 topics (metadata.py)
     python -m lab.bench --ordered [...]  the long chaos plan of lab/scenarios/ordered_delivery.py instead
     python -m lab.bench --metadata-clients [...] stock clients' metadata, from the recordings (metadata_clients.py)
+    python -m lab.bench --startup [...]  refka serve's and Broker()'s start-up to the first answer (startup.py)
 
 For each target, in one run on this machine:
 
@@ -174,6 +175,8 @@ SUB_BENCHMARKS: dict[str, tuple[str, list[str], str]] = {
                   "the client benchmark: refka's reference Producer and Consumer beside confluent-kafka's"),
     "--metadata": ("lab.bench.metadata", [],
                    "the KIP-526 benchmark: Metadata latency and CreateTopics at 10 to 100,000 topics"),
+    "--startup": ("lab.bench.startup", [],
+                  "the start-up benchmark: refka serve and refka.testing.Broker() to their first answer"),
 }
 
 

@@ -31,9 +31,7 @@ import json
 import os
 import sys
 import time
-import urllib.error
 import urllib.parse
-import urllib.request
 from typing import Any
 
 DEFAULT_URL = "http://127.0.0.1:8080"
@@ -147,6 +145,11 @@ def call(base: str, path: str, query: dict[str, Any] | None = None, method: str 
     API's message and status. A call that changes something carries ``token`` (default
     $REFKA_ADMIN_TOKEN) as a bearer token when there is one (refka serve --admin-token).
     Blocking (urllib): ``refka lab run`` calls it from a thread."""
+    # Here, not at the top: `refka serve` builds this module's parser too, and urllib.request
+    # (http.client, email) is ~35 ms of its start-up.
+    import urllib.error
+    import urllib.request
+
     q = urllib.parse.urlencode({k: v for k, v in (query or {}).items() if v is not None})
     url = base.rstrip("/") + path + ("?" + q if q else "")
     headers = {}

@@ -74,7 +74,6 @@ from pathlib import Path
 from typing import NamedTuple
 
 import structlog
-from crc32c import crc32c
 
 from refka.protocol.records import BatchHeader
 
@@ -338,6 +337,8 @@ class ProducerStateManager:
                     e.producer_id, e.epoch, b.last_seq, b.last_offset, b.offset_delta, b.timestamp, -1, -1
                 ))
         body = struct.pack(">i", len(entries)) + b"".join(entries)
+        from crc32c import crc32c  # not at start-up: records.py's crc32c says why
+
         data = struct.pack(">hI", SNAPSHOT_VERSION, crc32c(body)) + body
         path = self.snapshot_path(offset)
         write_atomically(path, data, fsync)
@@ -413,6 +414,8 @@ def read_snapshot(path: Path) -> list[tuple[int, int, BatchMetadata]]:
     version, crc, count = _SNAPSHOT_HEAD.unpack_from(data, 0)
     if version != SNAPSHOT_VERSION:
         raise SnapshotError(f"version {version}")
+    from crc32c import crc32c  # not at start-up: records.py's crc32c says why
+
     if crc32c(data[_CRC_FROM:]) != crc:
         raise SnapshotError("CRC mismatch")
     if count < 0 or len(data) != _SNAPSHOT_HEAD.size + count * _SNAPSHOT_ENTRY.size:
