@@ -572,7 +572,8 @@ def test_fifty_pipelined_requests_are_answered_in_request_order(strict_broker, t
                 if kind == "metadata":
                     api, v, body = Metadata, V_METADATA, metadata_request(PIPELINE_TOPIC)
                 elif kind == "api_versions":
-                    api, v, body = ApiVersions, V_API_VERSIONS, ApiVersions.Request()
+                    api, v, body = ApiVersions, V_API_VERSIONS, ApiVersions.Request(
+                        client_software_name="bad-input", client_software_version="1.0")
                 elif kind == "produce":
                     api, v = Produce, V_PRODUCE
                     body = produce_request(PIPELINE_TOPIC, 0, bytes(build_batch([(None, b"r%d" % i)])), acks=1)

@@ -51,7 +51,8 @@ Record = tuple[bytes | None, bytes | None, Headers]  # key, value, headers
 async def _first_api_versions(port: int) -> None:
     conn = await BrokerConnection("127.0.0.1", port, client_id="durability").connect(negotiate=False)
     try:
-        resp = await conn.request(ApiVersions, ApiVersions.Request(), version=3)
+        resp = await conn.request(ApiVersions, ApiVersions.Request(client_software_name="durability",
+                                                                    client_software_version="1.0"), version=3)
         assert resp.error_code == ErrorCode.NONE
     finally:
         await conn.close()

@@ -6,18 +6,12 @@ import pytest
 
 from refka.protocol.kafka_apis import KAFKA_API_NAMES
 from refka.protocol.messages.api_versions import ApiVersions
-from tests.oracle.differential import ANY, Pair, assert_same, departure
+from tests.oracle.differential import Pair, assert_same, departure
 
 departure("api-versions-finalized-features-epoch", "ApiVersions", "finalized_features_epoch", kafka=0, refka=-1,
           reason="Kafka's ZooKeeper-mode controller writes a /feature znode (epoch 0, no finalized features); "
                  "refka has none and answers the field's default, -1 ('no finalized features'); clients read "
                  "the epoch only alongside finalized features")
-departure("api-versions-invalid-software-name", "ApiVersions", "error_code", kafka=42, refka=0,
-          reason="KIP-511: Kafka refuses a v3+ request whose client_software_name or _version is empty or "
-                 "outside [a-zA-Z0-9](?:[a-zA-Z0-9.-]*[a-zA-Z0-9])? with INVALID_REQUEST and no API keys; "
-                 "refka answers it (left to decide: refka's own tests and lab/fuzz send empty names at v3)")
-departure("api-versions-invalid-software-name-keys", "ApiVersions", "api_keys#len", kafka=0, refka=ANY,
-          reason="as api-versions-invalid-software-name: Kafka's INVALID_REQUEST answer lists no APIs")
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 
