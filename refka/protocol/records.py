@@ -43,11 +43,9 @@ from __future__ import annotations
 
 import struct
 import time
-from collections.abc import Generator, Iterable, Iterator, Sequence
+from collections.abc import Callable, Generator, Iterable, Iterator, Sequence
 from enum import IntEnum
 from typing import Any, NamedTuple
-
-from crc32c import crc32c
 
 from .compression import XERIAL_MAGIC, DecompressedTooLargeError, DecompressionError, compress, decompress
 
@@ -102,6 +100,21 @@ _I64 = struct.Struct(">q")
 _U32 = struct.Struct(">I")
 _unpack_header = _HEADER.unpack_from
 _unpack_prefix = _PREFIX.unpack_from
+
+
+def _crc32c_first_use(data: bytes | bytearray | memoryview) -> int:
+    """CRC-32C of ``data``: imports the crc32c package and puts its function in ``crc32c``'s place,
+    so later checksums call it directly. Not imported with this module: the package reads its own
+    distribution metadata when imported (importlib.metadata, ~40 ms of `refka serve`'s start-up,
+    which answers its first requests before it sees a batch)."""
+    global crc32c
+    from crc32c import crc32c as implementation
+
+    crc32c = implementation
+    return implementation(data)
+
+
+crc32c: Callable[[bytes | bytearray | memoryview], int] = _crc32c_first_use
 
 _COMPRESSION_MASK = 0x07
 _TIMESTAMP_TYPE_MASK = 0x08

@@ -14,6 +14,7 @@ from refka.protocol.messages import APIS
 from refka.protocol.messages.api_versions import ApiVersions
 from refka.protocol.messages.controlled_shutdown import ControlledShutdown
 from refka.protocol.messages.leader_and_isr import LeaderAndIsr
+from refka.protocol.messages.list_offsets import ListOffsets
 from refka.protocol.messages.produce import Produce
 from refka.protocol.messages.stop_replica import StopReplica
 from refka.protocol.messages.update_metadata import UpdateMetadata
@@ -56,10 +57,10 @@ def test_the_controller_to_broker_apis_are_marked_inter_broker_and_still_adverti
 
 
 def test_a_range_outside_the_declaration_is_refused_at_registration():
-    with pytest.raises(ValueError, match=r"Produce: serving v2-11 but declared v3-11"):
-        handles(Produce.key, 2, 11)
-    with pytest.raises(ValueError, match=r"Produce: serving v3-12 but declared v3-11"):
-        handles(Produce.key, 3, 12)
+    with pytest.raises(ValueError, match=r"ListOffsets: serving v0-8 but declared v1-8"):
+        handles(ListOffsets.key, 0, 8)
+    with pytest.raises(ValueError, match=r"Produce: serving v0-12 but declared v0-11"):
+        handles(Produce.key, 0, 12)
 
 
 def test_an_api_without_a_declaration_cannot_be_handled():
@@ -71,7 +72,7 @@ def test_an_api_without_a_declaration_cannot_be_handled():
 def test_a_second_handler_for_an_api_is_refused():
     before = HANDLERS[Produce.key]
     with pytest.raises(RuntimeError, match="Produce has two handlers"):
-        handles(Produce.key, 3, 11)(lambda ctx, req: None)
+        handles(Produce.key, 0, 11)(lambda ctx, req: None)
     assert HANDLERS[Produce.key] is before
 
 

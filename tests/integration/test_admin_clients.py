@@ -612,15 +612,15 @@ def test_ck_authorized_operations_are_every_operation_without_an_authorizer(admi
     group = unique_group("authz")
     make_group(bs, topic, group, per_partition=1)
     a = admin(bs)
-    O = AclOperation
+    op = AclOperation
     cluster = a.describe_cluster(include_authorized_operations=True, request_timeout=TIMEOUT).result(TIMEOUT)
-    assert set(cluster.authorized_operations) == {O.CREATE, O.CLUSTER_ACTION, O.DESCRIBE_CONFIGS, O.ALTER_CONFIGS,
-                                                  O.IDEMPOTENT_WRITE, O.ALTER, O.DESCRIBE}
+    assert set(cluster.authorized_operations) == {op.CREATE, op.CLUSTER_ACTION, op.DESCRIBE_CONFIGS, op.ALTER_CONFIGS,
+                                                  op.IDEMPOTENT_WRITE, op.ALTER, op.DESCRIBE}
     described = a.describe_topics(TopicCollection([topic]), include_authorized_operations=True,
                                   request_timeout=TIMEOUT)[topic].result(TIMEOUT)
-    assert set(described.authorized_operations) == {O.READ, O.WRITE, O.CREATE, O.DESCRIBE, O.DELETE, O.ALTER,
-                                                    O.DESCRIBE_CONFIGS, O.ALTER_CONFIGS}
+    assert set(described.authorized_operations) == {op.READ, op.WRITE, op.CREATE, op.DESCRIBE, op.DELETE, op.ALTER,
+                                                    op.DESCRIBE_CONFIGS, op.ALTER_CONFIGS}
     g = a.describe_consumer_groups([group], include_authorized_operations=True, request_timeout=TIMEOUT)[group]
-    assert set(g.result(TIMEOUT).authorized_operations) == {O.READ, O.DESCRIBE, O.DELETE}
+    assert set(g.result(TIMEOUT).authorized_operations) == {op.READ, op.DESCRIBE, op.DELETE}
     # not asked: none reported (the field's "not asked" value)
     assert a.describe_cluster(request_timeout=TIMEOUT).result(TIMEOUT).authorized_operations is None

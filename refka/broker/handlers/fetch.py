@@ -1,4 +1,4 @@
-"""Fetch (key 1), v4-v16 (consumers and follower replicas).
+"""Fetch (key 1), v0-v16 (consumers and follower replicas).
 
 Behavior:
 - Reads whole record batches below the high watermark as zero-copy slices of
@@ -32,8 +32,25 @@ Behavior:
   sent at once, not after the long poll.
 - isolation_level read_committed reads up to the high watermark like
   read_uncommitted: no transactions are served, so nothing is ever open.
+- v0-v3 (clients of Kafka 0.8-0.10) get legacy message sets, down-converted
+  from the log's batches by protocol/legacy_records.py down_convert as Kafka's
+  RecordsUtil.downConvert does: magic 0 for v0-v1, magic 1 for v2-v3 (the
+  records' timestamps, a LogAppendTime batch's append time with the attribute
+  bit), offsets kept, headers dropped, control batches skipped, a compressed
+  batch one wrapper in its codec, an uncompressed one a message per record
+  from the fetch offset on. Whole messages only, within partition_max_bytes
+  and (v3) what max_bytes leaves (Kafka cuts the last message to the size it
+  read instead; old clients skip such a partial message). v3 gets the first
+  message even when larger (KIP-74); v0-v2 do not: a first message above
+  partition_max_bytes is answered with Kafka's overflow filler (that many
+  bytes beginning a longer message), which those clients report as a message
+  too large for their fetch size. A zstd batch is not converted: the messages
+  before it are answered, and a fetch that starts at it gets
+  UNSUPPORTED_COMPRESSION_TYPE.
 
 Version notes:
+- v0 message format v0. v1 throttle_time_ms. v2 message format v1 (KIP-32).
+  v3 max_bytes (KIP-74).
 - v4 isolation_level, last_stable_offset, aborted transactions. v5 log_start_offset.
 - v7 fetch sessions (KIP-227). v9 current_leader_epoch (KIP-320). v11 rack_id (KIP-392).
 - v12 flexible; last_fetched_epoch, diverging_epoch (KIP-595). v13 topic IDs (KIP-516).
@@ -46,7 +63,9 @@ import asyncio
 import time
 
 from refka.protocol import ErrorCode
+from refka.protocol.legacy_records import down_convert
 from refka.protocol.messages.fetch import Fetch
+from refka.protocol.records import UnsupportedCompressionTypeError
 
 from ..fetch_session import FINAL_EPOCH, INITIAL_EPOCH, SessionPartition
 from ..leader_hints import current_leader, hints_enabled, node_endpoints
@@ -157,11 +176,28 @@ def _read_all(broker, plan, max_bytes: int, v: int, replica: int = -1,
     total = 0
     reads = []
     for sp, undeleted in plan:
-        r = _read_partition(broker, sp, undeleted, budget, total == 0, v, replica, now_ms)
+        # v0-v2 read the first batch whole too: down-converted, its first message tells
+        # whether the partition's answer is a message or "too large" (_down_convert).
+        r = _read_partition(broker, sp, undeleted, budget, total == 0 or v < 3, v, replica, now_ms)
+        if v < 4 and r.size:
+            _down_convert(r, v, min(sp.partition_max_bytes, budget), total == 0)
         reads.append(r)
         total += r.size
         budget -= r.size
     return reads, total
+
+
+def _down_convert(r: _Read, v: int, max_bytes: int, min_one: bool) -> None:
+    """Fetch v0-v3: ``r``'s batches as the legacy message set the version reads (the header).
+    v0-v2 have no KIP-74: their limit holds for the first message too."""
+    try:
+        r.records = down_convert(r.records, 0 if v <= 1 else 1, r.sp.fetch_offset, max_bytes, min_one,
+                                 hard_limit=v < 3)
+    except UnsupportedCompressionTypeError:
+        # As Kafka's FetchResponse.partitionResponse(tp, UNSUPPORTED_COMPRESSION_TYPE).
+        r.error = ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
+        r.records, r.hw, r.log_start = EMPTY, -1, -1
+    r.size = len(r.records)
 
 
 def _resolve_topics(broker, req, v):
@@ -193,7 +229,7 @@ def _resolve_topics(broker, req, v):
     return out
 
 
-@handles(Fetch.key, 4, 16)
+@handles(Fetch.key, 0, 16)
 def handle_fetch(ctx, req):
     broker = ctx.broker
     v = ctx.api_version

@@ -1,17 +1,28 @@
-"""Produce (key 0), v3-v11.
+"""Produce (key 0), v0-v11.
 
 Behavior:
 - acks must be -1, 0 or 1 (else INVALID_REQUIRED_ACKS on every partition);
   acks=0 gets no response at all.
 - Each partition's records pass broker/log/validator.py's rules (Kafka's
-  LogValidator) before anything is appended: RecordBatch v2 only (a bad CRC
-  or a truncated batch is CORRUPT_MESSAGE, magic < 2 INVALID_RECORD),
+  LogValidator) before anything is appended: RecordBatch v2 only from v3 (a
+  bad CRC or a truncated batch is CORRUPT_MESSAGE, magic < 2 INVALID_RECORD),
   compression bits naming no codec UNSUPPORTED_COMPRESSION_TYPE, a batch
   above the topic's max.message.bytes (or decompressing to more than 64
   times it) MESSAGE_TOO_LARGE, records under a valid CRC that do not read
   back (each batch decompressed once and its records walked)
   CORRUPT_MESSAGE, and on a compacted topic a record without a key
   INVALID_RECORD with record_errors (v8+, KIP-467).
+- v0-v2 may carry a legacy message set (magic 0 or 1, protocol/legacy_records.py):
+  checked by log/validator.py validate_message_set (Kafka's rules for it: a
+  message above max.message.bytes MESSAGE_TOO_LARGE, a bad CRC, its own or an
+  inner message's, CORRUPT_MESSAGE, a compressed message beside others, mixed
+  magics, a zstd wrapper or a compressed inner message INVALID_RECORD, a
+  keyless message on a compacted topic INVALID_RECORD, a producer's
+  LogAppendTime INVALID_TIMESTAMP) and converted to one RecordBatch v2, as
+  Kafka 3.x with message format v2 does: keys, values, magic-1 timestamps
+  (magic 0: none, -1) and the wrapper's codec kept, no headers; the log
+  assigns its offsets and, on a LogAppendTime topic, its timestamp. v0-v2 may
+  carry RecordBatch v2 batches too (Kafka does not check their magic there).
 - Offsets and the partition leader epoch are patched into the batch in place,
   then the batch is written as received (no recompression).
 - A partition this broker does not lead is NOT_LEADER_OR_FOLLOWER; an
@@ -52,6 +63,8 @@ Behavior:
   TRANSACTIONAL_ID_AUTHORIZATION_FAILED (see the gaps list in the README).
 
 Version notes:
+- v0 legacy message sets (magic 0). v1 throttle_time_ms. v2 log_append_time_ms,
+  magic 1 (KIP-32).
 - v3 transactional_id, magic 2 only. v5 log_start_offset. v7 zstd (KIP-110).
 - v8 record_errors, error_message (KIP-467). v9 flexible.
 - v10 current_leader + node_endpoints tagged (KIP-951). v11 same wire format.
@@ -63,13 +76,14 @@ import asyncio
 from typing import Any
 
 from refka.protocol import ErrorCode
+from refka.protocol.legacy_records import is_message_set
 from refka.protocol.messages.produce import Produce
 from refka.protocol.records import RecordError, parse_batches
 
 from ..leader_hints import current_leader, hints_enabled, node_endpoints
 from ..log import RecordTooLargeError
 from ..log.producer_state import ProducerStateError
-from ..log.validator import RecordValidationError, validate_records
+from ..log.validator import RecordValidationError, validate_message_set, validate_records
 from ..registry import handles
 
 Resp = Produce.Response
@@ -113,10 +127,11 @@ def _duplicate(part: Any, records: Any) -> tuple[Any, Any] | None:
     return (part, info) if info is not None else None
 
 
-@handles(Produce.key, 3, 11)
+@handles(Produce.key, 0, 11)
 def handle_produce(ctx, req):
     broker = ctx.broker
     acks = req.acks
+    legacy = ctx.api_version < 3
     out = []
     waits = []
     hinted_leaders: set[int] = set()
@@ -179,7 +194,11 @@ def handle_produce(ctx, req):
             records = pd.records
             cfg = part.log.config
             try:
-                batches = validate_records(records, cfg, name, idx)
+                if legacy and is_message_set(records):
+                    appended, batches = validate_message_set(records, cfg, name, idx)
+                else:
+                    appended = records
+                    batches = validate_records(records, cfg, name, idx)
             except RecordValidationError as e:
                 parts_out.append(_refused(idx, e))
                 continue
@@ -188,7 +207,7 @@ def handle_produce(ctx, req):
                                         f"the ISR {part.state.isr} is smaller than min.insync.replicas"))
                 continue
             try:
-                info = part.append(records, batches, cfg.log_append_time)
+                info = part.append(appended, batches, cfg.log_append_time)
             except RecordTooLargeError as e:
                 parts_out.append(_error(idx, ErrorCode.MESSAGE_TOO_LARGE, str(e)))
                 continue

@@ -53,6 +53,26 @@ records are laid out alike, ~1.5-2 µs when not); and a compressed batch's
 decompression (~0.3-1 ms a MB for snappy, lz4 and zstd, ~1.5-3 ms for gzip).
 No object is built per record.
 
+Produce v0-v2 may carry a legacy message set (magic 0 or 1) instead:
+``validate_message_set`` checks it as Kafka's Log and LogValidator do
+(protocol/legacy_records.py ``decode_message_set``: sizes against
+max.message.bytes, CRCs, magics, the wrapper and its inner messages) and
+converts it to one RecordBatch v2 (keys, values and timestamps kept, no
+headers, the wrapper's codec kept), as Kafka 3.x with message format v2 does;
+the log then appends that batch. On top of the rules above: a compacted
+topic's message without a key is INVALID_RECORD; a magic-1 message (or
+wrapper) marked LogAppendTime by its producer is INVALID_TIMESTAMP unless the
+topic takes CreateTime and it has a timestamp, as Kafka's validateTimestamp
+answers, and so is a timestamp below -1 (Kafka's MemoryRecordsBuilder throws
+an IllegalArgumentException there, which reaches the client as
+UNKNOWN_SERVER_ERROR); the converted batch above max.message.bytes is
+MESSAGE_TOO_LARGE (Kafka checks the converted size too). Kafka 3.9 reads a
+message set's trailing partial message (and an inner message set's) as its
+end and drops it; refka answers CORRUPT_MESSAGE, as for a RecordBatch v2
+that does not read back, and so for key and value lengths that do not fill a
+message exactly. Produce v0-v2 may also carry RecordBatch v2 batches (Kafka
+does not check the magic below v3): ``validate_records`` takes them.
+
 Not done, where Kafka's LogValidator does more: batches are written as they came
 (no recompression to the topic's compression.type, which refka does not serve);
 timestamps are not bounded (refka has no message.timestamp.before/after.max.ms;
@@ -64,8 +84,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from refka.protocol import ErrorCode
+from refka.protocol.legacy_records import decode_message_set, to_record_batch
 from refka.protocol.record_walk import walk_records
-from refka.protocol.records import BatchHeader, RecordError, parse_batches, record_data
+from refka.protocol.records import NO_TIMESTAMP, BatchHeader, RecordError, parse_batches, record_data
 
 from .config import LogConfig
 from .errors import LogError
@@ -141,3 +162,54 @@ def keyless_records(
         if keyless and not h.is_control:
             out += keyless
     return out
+
+
+def validate_message_set(
+    records: bytes | bytearray | memoryview, config: LogConfig, topic: str, partition: int
+) -> tuple[memoryview, list[BatchHeader]]:
+    """A Produce v0-v2 legacy message set for ``topic`` ``partition`` checked by the module
+    docstring's rules and converted to one RecordBatch v2: (the batch, its header), for
+    the log to append; else RecordValidationError."""
+    max_bytes = config.max_message_bytes
+    where = f"in topic partition {topic}-{partition}"
+    try:
+        message_set = decode_message_set(
+            records, max_message_size=max_bytes, max_decompressed=DECOMPRESSED_SIZE_FACTOR * max_bytes
+        )
+    except RecordError as e:
+        raise RecordValidationError(ErrorCode(e.error_code), f"{e} {where}") from e
+    # Kafka fails the first batch with a record at fault, naming each of its records; an
+    # uncompressed message is a batch of its own (batch_index 0), a wrapper one batch.
+    compressed = bool(message_set.compression)
+    faults: list[tuple[int, str]] = []
+    timestamp_fault = False
+    for i, m in enumerate(message_set.messages):
+        index = i if compressed else 0
+        if config.compacts and m.key is None:
+            faults.append((index, f"Compacted topic cannot accept message without key {where}."))
+        elif m.timestamp < NO_TIMESTAMP:
+            faults.append((index, f"Invalid negative timestamp {m.timestamp} of message with offset {m.offset}"))
+            timestamp_fault = True
+        elif m.log_append_time and (config.log_append_time or m.timestamp == NO_TIMESTAMP):
+            faults.append((index, "Invalid timestamp type in message: producer should not set timestamp type "
+                                  "to LogAppendTime."))
+            timestamp_fault = True
+        if faults and not compressed:
+            break
+    if faults:
+        if timestamp_fault:
+            raise RecordValidationError(
+                ErrorCode.INVALID_TIMESTAMP, "One or more records have been rejected due to invalid timestamp", faults
+            )
+        raise RecordValidationError(
+            ErrorCode.INVALID_RECORD,
+            f"One or more records have been rejected due to {len(faults)} record errors: {faults[:3]}",
+            faults,
+        )
+    batch = to_record_batch(message_set)
+    if len(batch) > max_bytes:
+        raise RecordValidationError(
+            ErrorCode.MESSAGE_TOO_LARGE,
+            f"the message set converted to a batch of {len(batch)} bytes exceeds max.message.bytes {max_bytes} {where}",
+        )
+    return memoryview(batch), parse_batches(batch)

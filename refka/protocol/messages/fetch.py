@@ -1,6 +1,9 @@
 """Fetch (key 1): read record batches from partition logs (consumers and followers).
 
-v4 adds isolation_level, last_stable_offset and aborted_transactions (KIP-98).
+v0-v3 answer legacy message sets (legacy_records.py), down-converted from the
+log's RecordBatch v2: magic 0 for v0-v1, magic 1 (timestamps, KIP-32) for v2-v3.
+v1 adds throttle_time_ms. v2 is v1 with message format v1. v3 adds the request's
+max_bytes (KIP-74). v4 adds isolation_level, last_stable_offset and aborted_transactions (KIP-98).
 v5 log_start_offset (KIP-107). v6 same. v7 incremental fetch sessions:
 session_id, session_epoch, forgotten_topics_data and a top-level error_code
 (KIP-227). v8 same. v9 current_leader_epoch, fencing with FENCED_LEADER_EPOCH /
@@ -34,7 +37,7 @@ Fetch = Api(
     api(
         1,
         "Fetch",
-        "4-17",
+        "0-17",
         flexible="12+",
         request=struct(
             "FetchRequest",
@@ -80,12 +83,14 @@ Fetch = Api(
             field(
                 "max_bytes",
                 INT32,
+                "3+",
                 default=MAX_BYTES_UNLIMITED,
                 about="Cap on all records in the answer; a larger first batch still goes (KIP-74).",
             ),
             field(
                 "isolation_level",
                 INT8,
+                "4+",
                 default=ISOLATION_READ_UNCOMMITTED,
                 about="0 read_uncommitted; 1 read_committed: only below the last stable offset.",
             ),
@@ -187,6 +192,7 @@ Fetch = Api(
             field(
                 "throttle_time_ms",
                 INT32,
+                "1+",
                 about="How long a quota held this answer back; refka has no quotas: always 0.",
             ),
             field("error_code", INT16, "7+", about="The fetch session's error."),
@@ -220,6 +226,7 @@ Fetch = Api(
                                     field(
                                         "last_stable_offset",
                                         INT64,
+                                        "4+",
                                         default=-1,
                                         about="Transactions below it are decided; "
                                         "refka has none: the high watermark.",
@@ -309,6 +316,7 @@ Fetch = Api(
                                                 ),
                                             )
                                         ),
+                                        "4+",
                                         nullable="4+",
                                         default=None,
                                         about="Aborted transactions in the returned range (read_committed).",
@@ -321,7 +329,9 @@ Fetch = Api(
                                         about="The replica to fetch from instead (KIP-392).",
                                     ),
                                     field(
-                                        "records", RECORDS, about="RecordBatch v2 bytes, or segment slices."
+                                        "records",
+                                        RECORDS,
+                                        about="RecordBatch v2 bytes, or segment slices; v0-v3 a legacy message set.",
                                     ),
                                 )
                             ),

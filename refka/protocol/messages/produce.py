@@ -1,7 +1,10 @@
 """Produce (key 0): append record batches to partition logs.
 
-Only magic-2 versions are declared (v3+, the RecordBatch format; Kafka 4.0
-dropped v0-v2 too, KIP-896). v3 adds transactional_id. v4 may answer
+v0-v2 carry legacy message sets (magic 0 and 1, legacy_records.py), which the
+broker converts to RecordBatch v2 as Kafka 3.x does (Kafka 4.0 dropped v0-v2,
+KIP-896). v1 adds throttle_time_ms to the response; v2 log_append_time_ms (and
+magic-1 messages, with timestamps, KIP-32). v3 adds transactional_id and
+requires RecordBatch v2 (magic 2). v4 may answer
 KAFKA_STORAGE_ERROR. v5 adds log_start_offset to the response. v6-v7 are the
 same on the wire (v7: zstd batches, KIP-110). v8 adds record_errors and
 error_message (KIP-467). v9 is flexible. v10 adds, as tagged fields, each
@@ -28,7 +31,7 @@ Produce = Api(
     api(
         0,
         "Produce",
-        "3-11",
+        "0-11",
         flexible="9+",
         request=struct(
             "ProduceRequest",
@@ -54,7 +57,11 @@ Produce = Api(
                                 struct(
                                     "PartitionProduceData",
                                     field("index", INT32, about="The partition index."),
-                                    field("records", RECORDS, about="RecordBatch v2 bytes."),
+                                    field(
+                                        "records",
+                                        RECORDS,
+                                        about="RecordBatch v2 bytes (v3+); v0-v2 a legacy message set, or v2 batches.",
+                                    ),
                                 )
                             ),
                         ),
@@ -93,6 +100,7 @@ Produce = Api(
                                     field(
                                         "log_append_time_ms",
                                         INT64,
+                                        "2+",
                                         default=-1,
                                         about="Broker time of the append under LogAppendTime, else -1.",
                                     ),
@@ -157,6 +165,7 @@ Produce = Api(
             field(
                 "throttle_time_ms",
                 INT32,
+                "1+",
                 about="How long a quota held this answer back; refka has no quotas: always 0.",
             ),
             field(
