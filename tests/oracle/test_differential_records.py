@@ -14,19 +14,7 @@ from refka.protocol.messages.fetch import Fetch
 from refka.protocol.messages.list_offsets import ListOffsets
 from refka.protocol.messages.produce import Produce
 from refka.protocol.records import build_batch
-from tests.oracle.differential import Pair, create_topic, departure
-
-# Left to refka/broker/handlers/fetch.py and produce.py's owners (not changed from here):
-_FETCH = "refka/broker/handlers/fetch.py (reported, not fixed here)"
-departure("fetch-aborted-transactions-null", "Fetch", "responses[].partitions[].aborted_transactions*",
-          reason="read_uncommitted: Kafka sends aborted_transactions null, refka an empty array; " + _FETCH)
-for _field, _kafka in (("high_watermark", -1), ("last_stable_offset", -1), ("log_start_offset", -1)):
-    departure(f"fetch-out-of-range-{_field}", "Fetch", f"responses[].partitions[].{_field}", kafka=_kafka,
-              reason=f"OFFSET_OUT_OF_RANGE: Kafka answers {_field} -1, refka the partition's value; " + _FETCH)
-departure("produce-corrupt-message-error-message", "Produce", "responses[].partition_responses[].error_message",
-          kafka=True, refka=False,
-          reason="CORRUPT_MESSAGE (v8+): Kafka sends no error_message, refka says what was corrupt; "
-                 "refka/broker/handlers/produce.py (reported, not fixed here)")
+from tests.oracle.differential import Pair, create_topic
 
 pytestmark = [pytest.mark.integration, pytest.mark.timeout(300)]
 

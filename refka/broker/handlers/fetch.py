@@ -14,7 +14,10 @@ Behavior:
 - Per partition: UNKNOWN_TOPIC_OR_PARTITION (UNKNOWN_TOPIC_ID for a v13+ ID
   that names no topic), NOT_LEADER_OR_FOLLOWER when this broker does not
   lead it, KIP-320 epoch checks (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH, v9+),
-  OFFSET_OUT_OF_RANGE outside [log start, log end]; v12+ last_fetched_epoch
+  OFFSET_OUT_OF_RANGE outside [log start, log end] (an errored partition's high
+  watermark, last stable and log start offsets are -1, as Kafka answers them;
+  to a follower OFFSET_OUT_OF_RANGE carries the real ones, which refka's
+  followers restart from, where Kafka's ask ListOffsets); v12+ last_fetched_epoch
   is checked against the leader-epoch cache and a divergence is answered
   with diverging_epoch (KIP-595) instead of records.
 - v16: NOT_LEADER_OR_FOLLOWER and FENCED_LEADER_EPOCH carry current_leader
@@ -51,7 +54,8 @@ Behavior:
 Version notes:
 - v0 message format v0. v1 throttle_time_ms. v2 message format v1 (KIP-32).
   v3 max_bytes (KIP-74).
-- v4 isolation_level, last_stable_offset, aborted transactions. v5 log_start_offset.
+- v4 isolation_level, last_stable_offset, aborted transactions (null, as Kafka, unless
+  read_committed: then empty, no transaction is ever aborted). v5 log_start_offset.
 - v7 fetch sessions (KIP-227). v9 current_leader_epoch (KIP-320). v11 rack_id (KIP-392).
 - v12 flexible; last_fetched_epoch, diverging_epoch (KIP-595). v13 topic IDs (KIP-516).
 - v15 replica_state (KIP-903). v16 node_endpoints (KIP-951).
@@ -139,15 +143,17 @@ def _read_partition(broker, sp: SessionPartition, undeleted: int, budget: int, m
             r.error = ErrorCode.INVALID_PARTITION_METADATA
             return r
     err = part.check_leader_epoch(sp.current_leader_epoch)
-    r.hw = part.high_watermark
-    r.log_start = part.log_start_offset
     if err != NONE:
         r.error = err
         return r
     offset = sp.fetch_offset
-    if offset < r.log_start or offset > part.log_end_offset:
+    if offset < part.log_start_offset or offset > part.log_end_offset:
         r.error = ErrorCode.OFFSET_OUT_OF_RANGE
+        if replica >= 0:  # refka's followers restart from these (replication/fetcher.py)
+            r.hw, r.log_start = part.high_watermark, part.log_start_offset
         return r
+    r.hw = part.high_watermark
+    r.log_start = part.log_start_offset
     if sp.last_fetched_epoch >= 0:
         epoch, end = part.log.end_offset_for_epoch(sp.last_fetched_epoch)
         if epoch != sp.last_fetched_epoch or end < offset:
@@ -277,7 +283,7 @@ def handle_fetch(ctx, req):
     if (req.max_wait_ms > 0 and total < max(req.min_bytes, 1)
             and not any(r.error or r.diverging is not None for r in reads)):
         return _long_poll(ctx, req, session, incremental, plan, max_bytes, replica)
-    return _respond(ctx, session, incremental, reads)
+    return _respond(ctx, req, session, incremental, reads)
 
 
 def _replica_id(req, v: int) -> int:
@@ -306,15 +312,17 @@ async def _long_poll(ctx, req, session, incremental, plan, max_bytes, replica: i
                 or not waiters or remaining <= 0):
             for w in waiters:
                 w.cancel()
-            return _respond(ctx, session, incremental, reads)
+            return _respond(ctx, req, session, incremental, reads)
         _done, pending = await asyncio.wait(waiters, timeout=remaining, return_when=asyncio.FIRST_COMPLETED)
         for w in pending:
             w.cancel()
 
 
-def _respond(ctx, session, incremental: bool, reads: list[_Read]):
+def _respond(ctx, req, session, incremental: bool, reads: list[_Read]):
     broker = ctx.broker
     v = ctx.api_version
+    # as Kafka: aborted_transactions only for read_committed (none: no transactions), else null
+    read_committed = v >= 4 and req.isolation_level == 1
     want_hints = v >= 16 and hints_enabled(broker.config)
     hinted: set[int] = set()
     topics: list = []
@@ -334,7 +342,7 @@ def _respond(ctx, session, incremental: bool, reads: list[_Read]):
             high_watermark=r.hw,
             last_stable_offset=r.hw,
             log_start_offset=r.log_start,
-            aborted_transactions=None if r.error else [],
+            aborted_transactions=[] if read_committed and not r.error else None,
             preferred_read_replica=-1,
             records=r.records,
             diverging_epoch=r.diverging,

@@ -107,7 +107,9 @@ def _error(index: int, code: ErrorCode, message: str | None = None) -> Any:
 
 
 def _refused(index: int, e: RecordValidationError) -> Any:
-    r = _error(index, e.error_code, e.message)
+    # As Kafka: a message only with a record validation error (INVALID_RECORD and the
+    # like, LogAppendResult's hasCustomErrorMessage); a corrupt batch answers none.
+    r = _error(index, e.error_code, None if e.error_code == ErrorCode.CORRUPT_MESSAGE else e.message)
     if e.record_errors:
         r.record_errors = [RRecordError(batch_index=i, batch_index_error_message=m) for i, m in e.record_errors]
     return r
