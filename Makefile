@@ -15,7 +15,7 @@ JSDIR  := tests/js
 run: install
 	$(VENV)/bin/refka serve $(ARGS)
 
-test: install-test js spark-jars kustomize go-clients kafka-oracle
+test: install-test js spark-jars java-clients kustomize go-clients kafka-oracle
 	$(PY) -m pytest -q $(PYTEST_ARGS)
 	$(PY) -m lab.fuzz --frames 3000 --seed 1
 	$(PY) -m lab.fuzz.decoders --runs 20000 --seed 1
@@ -108,6 +108,26 @@ $(SPARK_JARS)/.refka-installed: lab/pipeline/pom.xml
 	rm -rf $(SPARK_JARS)
 	mvn -q -B -Dstyle.color=never -f lab/pipeline/pom.xml dependency:copy-dependencies -DincludeScope=runtime \
 	  -DoutputDirectory=$(CURDIR)/$(SPARK_JARS)
+	touch $@
+
+# Apache Kafka's Java client for tests/integration/test_java_client*.py: each version's
+# kafka-clients and its runtime dependencies (codecs, slf4j with slf4j-simple), as
+# tests/java/pom-<version>.xml names them, copied by Maven into .cache/java/kafka-clients-<version>/.
+# The tests run tests/java/*.java on them with the JDK's source launcher (java -cp 'dir/*' X.java),
+# so a JDK is needed, not only a JRE. They skip, naming this target, where the jars are missing.
+JAVA_CLIENT_VERSIONS := 3.9.1 4.1.1
+JAVA_CLIENTS := .cache/java
+.PHONY: java-clients
+java-clients: $(foreach v,$(JAVA_CLIENT_VERSIONS),$(JAVA_CLIENTS)/kafka-clients-$(v)/.refka-installed)
+
+$(JAVA_CLIENTS)/kafka-clients-%/.refka-installed: tests/java/pom-%.xml
+	@missing=""; command -v mvn >/dev/null 2>&1 || missing="$$missing maven"; \
+	command -v javac >/dev/null 2>&1 || missing="$$missing default-jdk-headless"; \
+	if [ -n "$$missing" ]; then if [ "$$(id -u)" = 0 ]; then apt-get update && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y $$missing; else echo "missing Debian packages:$$missing"; exit 1; fi; fi
+	rm -rf $(JAVA_CLIENTS)/kafka-clients-$*
+	mvn -q -B -Dstyle.color=never -f tests/java/pom-$*.xml dependency:copy-dependencies -DincludeScope=runtime \
+	  -DoutputDirectory=$(CURDIR)/$(JAVA_CLIENTS)/kafka-clients-$*
 	touch $@
 
 # Apache Kafka 3.9.1's broker, the oracle of tests/oracle/ (differential tests: the same requests to
