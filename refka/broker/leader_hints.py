@@ -24,8 +24,14 @@ def local_leader(replicas: ReplicaManager, metadata: MetadataCache, topic: str, 
                  current_leader_epoch: int = -1) -> tuple[Partition | None, ErrorCode]:
     """The partition if this broker leads it at the request's epoch, else the error
     to answer: NOT_LEADER_OR_FOLLOWER (it exists elsewhere), UNKNOWN_TOPIC_OR_PARTITION,
-    or KIP-320's FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH."""
+    or KIP-320's FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH. The epoch is checked first,
+    on a follower too, as Kafka's Partition.getLocalLog does: an older epoch sent to a
+    broker that no longer leads is FENCED_LEADER_EPOCH."""
     part = replicas.get(topic, partition)
+    if part is not None and not part.is_leader:
+        err = part.check_leader_epoch(current_leader_epoch)
+        if err != ErrorCode.NONE:
+            return None, err
     if part is None or not part.is_leader:
         known = part is not None or metadata.partition(topic, partition) is not None
         return None, ErrorCode.NOT_LEADER_OR_FOLLOWER if known else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION

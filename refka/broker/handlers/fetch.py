@@ -126,6 +126,11 @@ def _read_partition(broker, sp: SessionPartition, undeleted: int, budget: int, m
         return r
     part = broker.replicas.get(sp.topic, sp.partition)
     r.part = part
+    if part is not None and not part.is_leader:  # the epoch first, as Kafka's Partition.getLocalLog
+        err = part.check_leader_epoch(sp.current_leader_epoch)
+        if err != NONE:
+            r.error = err
+            return r
     if part is None or not part.is_leader:
         tmeta = broker.metadata.topic(sp.topic)
         if part is None and (tmeta is None or sp.partition not in tmeta.partitions):
