@@ -1,7 +1,14 @@
 """Failover benchmark: produce latency while partition leadership moves, KIP-951 hints on and off.
 
-    python -m lab.bench.failover [--quick] [--moves N] [--json PATH]
+    python -m lab.bench.failover [--quick] [--moves N] [--client confluent|java] [--json PATH]
     python -m lab.bench --failover [...]      make bench ARGS=--failover
+
+``--client java`` produces with Apache Kafka's Java client instead (kafka-clients
+``--java-version``, default 3.9.1, from ``make java-clients``; lab/bench/java/
+FailoverProducer.java in its own JVM, the same records, pacing and moves; acks=all,
+linger.ms=0, its defaults otherwise: idempotent, retry.backoff.ms 100 growing to 1 s).
+The Java producer retries at once on a leader change when the answer carries KIP-951's
+hint, where librdkafka waits for its next metadata refresh: the hints' gain shows here.
 
 For each variant (refka's ``leader.discovery.hints.enable`` true, then false),
 in one run: ``refka serve --brokers 3`` (three brokers in one process, data dir
@@ -63,6 +70,8 @@ PRODUCER_CONFIG: dict[str, Any] = {
     # topic.metadata.refresh.fast.interval.ms=100, message.timeout.ms=300000.
 }
 RESULTS_DIR = Path(__file__).resolve().parent / "results"
+REPO = Path(__file__).resolve().parents[2]
+JAVA_PRODUCER = Path(__file__).resolve().parent / "java" / "FailoverProducer.java"
 TIMEOUT = 30.0
 _I32 = struct.Struct(">i")
 
@@ -214,7 +223,10 @@ def _pct(values: list[float], q: float) -> float | None:
 # -- one variant
 
 
-def failover_variant(label: str, hints: bool, workdir: Path, cfg: dict[str, Any], stamp: str) -> dict[str, Any]:
+def failover_variant(label: str, hints: bool, workdir: Path, cfg: dict[str, Any], stamp: str,
+                     java: str | None = None) -> dict[str, Any]:
+    """One variant on a fresh cluster; ``java``: the Java client's version to produce with,
+    else confluent-kafka's producer."""
     overrides = {"leader.discovery.hints.enable": "true" if hints else "false"}
     target = ClusterTarget(workdir, REPLICAS, overrides, label)
     out: dict[str, Any] = {"overrides": overrides}
@@ -231,7 +243,10 @@ def failover_variant(label: str, hints: bool, workdir: Path, cfg: dict[str, Any]
         _wait(lambda: all(leaders(ports[n], topic).get(p, (-1, -1))[0] == base[p][0]
                           for n in nodes for p in range(PARTITIONS)), TIMEOUT, "the first leaders")
         _say(f"{label}: cluster up at {bootstrap}, brokers {nodes}, controller {controller}; topic {topic}")
-        out.update(run_moves(bootstrap, topic, cport, ports, base, rotated, cfg, label))
+        if java:
+            out.update(run_moves_java(bootstrap, topic, cport, ports, base, rotated, cfg, label, java))
+        else:
+            out.update(run_moves(bootstrap, topic, cport, ports, base, rotated, cfg, label))
         out["broker_log_tail"] = targets._tail(target.log_path, 5)
     except (BenchError, KafkaException, OSError, targets.TargetUnavailable) as e:
         died = target.proc is None or target.proc.poll() is not None
@@ -242,34 +257,37 @@ def failover_variant(label: str, hints: bool, workdir: Path, cfg: dict[str, Any]
     return out
 
 
-def run_moves(bootstrap: str, topic: str, cport: int, ports: dict[int, int], base: list[list[int]],
-              rotated: list[list[int]], cfg: dict[str, Any], label: str) -> dict[str, Any]:
-    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG})
-    producer.list_topics(topic, timeout=TIMEOUT)
-    # (partition, send time, ack time or None, error or None); appended from poll(), this thread
-    records: list[tuple[int, float, float | None, str | None]] = []
-    value = os.urandom(RECORD_BYTES)
+class Mover:
+    """The leader moves, in a thread: after the warm-up, ``cfg["moves"]`` times, the 12
+    partitions' replica lists rotated (AlterPartitionReassignments) and a preferred election,
+    each waited for until every broker's Metadata names the new leaders, ``gap_s`` apart.
+    ``stop`` is set when the moves are done (or failed: ``error``)."""
 
-    def report_cb(partition: int, sent: float) -> Any:
-        def cb(err: Any, msg: Any) -> None:
-            if err is None:
-                lat = msg.latency()
-                records.append((partition, sent, sent + lat if lat is not None else time.monotonic(), None))
-            else:
-                records.append((partition, sent, None, str(err)))
-        return cb
+    def __init__(self, bootstrap: str, topic: str, cport: int, ports: dict[int, int], base: list[list[int]],
+                 rotated: list[list[int]], cfg: dict[str, Any], label: str) -> None:
+        self.bootstrap, self.topic, self.cport, self.ports = bootstrap, topic, cport, ports
+        self.base, self.rotated, self.cfg, self.label = base, rotated, cfg, label
+        self.moves: list[dict[str, Any]] = []
+        self.error: list[str] = []
+        self.stop = threading.Event()
+        self.thread = threading.Thread(target=self._run, name="mover", daemon=True)
 
-    moves: list[dict[str, Any]] = []
-    mover_error: list[str] = []
-    stop = threading.Event()
+    def start(self) -> None:
+        self.thread.start()
 
-    def mover() -> None:
-        admin = AdminClient({"bootstrap.servers": bootstrap})
+    def join(self) -> None:
+        self.thread.join(TIMEOUT)
+        if self.error:
+            raise BenchError(f"moving leaders: {self.error[0]}")
+
+    def _run(self) -> None:
+        topic, cport, ports, cfg, label = self.topic, self.cport, self.ports, self.cfg, self.label
+        admin = AdminClient({"bootstrap.servers": self.bootstrap})
         tps = [TopicPartition(topic, p) for p in range(PARTITIONS)]
         try:
             time.sleep(cfg["warmup_s"])
             for i in range(cfg["moves"]):
-                target_lists = rotated if i % 2 == 0 else base
+                target_lists = self.rotated if i % 2 == 0 else self.base
                 before = leaders(cport, topic)
                 t_call = time.monotonic()
                 reassign(cport, topic, dict(enumerate(target_lists)))
@@ -290,24 +308,45 @@ def run_moves(bootstrap: str, topic: str, cport: int, ports: dict[int, int], bas
 
                 _wait(all_see, TIMEOUT, f"move {i + 1}: every broker's Metadata to name the new leaders")
                 t_seen = time.monotonic()
-                moves.append({"move": i + 1, "wall_move": wall_move, "t_call": t_call, "t_move": t_move, "t_all_metadata": t_seen,
-                              "reassign_ms": (t_reassigned - t_call) * 1000,
-                              "elect_ms": (t_move - t_reassigned) * 1000,
-                              "metadata_after_ms": (t_seen - t_move) * 1000,
-                              "leaders_before": {p: v[0] for p, v in before.items()},
-                              "leaders_after": want, "elect_errors": errs})
+                self.moves.append({"move": i + 1, "wall_move": wall_move, "t_call": t_call, "t_move": t_move,
+                                   "t_all_metadata": t_seen,
+                                   "reassign_ms": (t_reassigned - t_call) * 1000,
+                                   "elect_ms": (t_move - t_reassigned) * 1000,
+                                   "metadata_after_ms": (t_seen - t_move) * 1000,
+                                   "leaders_before": {p: v[0] for p, v in before.items()},
+                                   "leaders_after": want, "elect_errors": errs})
                 _say(f"{label}: move {i + 1}: reassign {(t_reassigned - t_call) * 1000:.0f} ms, "
                      f"elect {(t_move - t_reassigned) * 1000:.0f} ms"
                      + (f", errors {errs}" if errs else ""))
                 time.sleep(cfg["gap_s"])
         except Exception as e:  # noqa: BLE001 - reported in the results, the producer loop stops
-            mover_error.append(f"{type(e).__name__}: {e}")
+            self.error.append(f"{type(e).__name__}: {e}")
         finally:
-            stop.set()
+            self.stop.set()
 
-    thread = threading.Thread(target=mover, name="mover", daemon=True)
+
+def run_moves(bootstrap: str, topic: str, cport: int, ports: dict[int, int], base: list[list[int]],
+              rotated: list[list[int]], cfg: dict[str, Any], label: str) -> dict[str, Any]:
+    """confluent-kafka's producer (in this process) through the moves."""
+    producer = Producer({"bootstrap.servers": bootstrap, **PRODUCER_CONFIG})
+    producer.list_topics(topic, timeout=TIMEOUT)
+    # (partition, send time, ack time or None, error or None); appended from poll(), this thread
+    records: list[tuple[int, float, float | None, str | None]] = []
+    value = os.urandom(RECORD_BYTES)
+
+    def report_cb(partition: int, sent: float) -> Any:
+        def cb(err: Any, msg: Any) -> None:
+            if err is None:
+                lat = msg.latency()
+                records.append((partition, sent, sent + lat if lat is not None else time.monotonic(), None))
+            else:
+                records.append((partition, sent, None, str(err)))
+        return cb
+
+    mover = Mover(bootstrap, topic, cport, ports, base, rotated, cfg, label)
+    stop = mover.stop
     t_start = time.monotonic()
-    thread.start()
+    mover.start()
     produce = producer.produce
     poll = producer.poll
     n = 0
@@ -330,11 +369,57 @@ def run_moves(bootstrap: str, topic: str, cport: int, ports: dict[int, int], bas
             next_at = now
         poll(0)
     left = producer.flush(TIMEOUT)
-    thread.join(TIMEOUT)
+    mover.join()
     t_end = time.monotonic()
-    if mover_error:
-        raise BenchError(f"moving leaders: {mover_error[0]}")
-    return analyse(records, moves, t_start, t_end, n, left, buffer_full, cfg["steady_s"])
+    return analyse(records, mover.moves, t_start, t_end, n, left, buffer_full, cfg["steady_s"])
+
+
+def java_classpath(version: str) -> str:
+    """The Java client's jars as ``make java-clients`` copies them; BenchError if missing."""
+    jars = REPO / ".cache" / "java" / f"kafka-clients-{version}"
+    if not (jars / ".refka-installed").exists():
+        raise BenchError(f"no kafka-clients {version} in {jars}: run `make java-clients`")
+    return f"{jars}/*"
+
+
+def run_moves_java(bootstrap: str, topic: str, cport: int, ports: dict[int, int], base: list[list[int]],
+                   rotated: list[list[int]], cfg: dict[str, Any], label: str, version: str) -> dict[str, Any]:
+    """The Java client's producer (lab/bench/java/FailoverProducer.java, its own JVM) through
+    the moves: the same records, partitions and pacing as confluent-kafka's; its send and ack
+    times are CLOCK_MONOTONIC, this process's time.monotonic()."""
+    cmd = ["java", "-cp", java_classpath(version), str(JAVA_PRODUCER), bootstrap, topic, str(PARTITIONS),
+           str(RECORD_BYTES), str(round(SEND_INTERVAL_S * 1_000_000))]
+    proc = subprocess.Popen(cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout is not None and proc.stdin is not None
+        first = proc.stdout.readline().strip()
+        if first != "ready":
+            raise BenchError(f"the Java producer did not start: {first!r} {proc.stderr.read()[-2000:] if proc.stderr else ''}")
+        mover = Mover(bootstrap, topic, cport, ports, base, rotated, cfg, label)
+        t_start = time.monotonic()
+        mover.start()
+        mover.stop.wait()
+        # communicate() closes its standard input: the producer stops sending, flushes and reports
+        out, err = proc.communicate(timeout=TIMEOUT + 60)
+        t_end = time.monotonic()
+        mover.join()
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    records: list[tuple[int, float, float | None, str | None]] = []
+    sent = left = -1
+    for line in out.splitlines():
+        kind, *rest = line.split()
+        if kind == "r":
+            records.append((int(rest[0]), int(rest[1]) / 1e9, int(rest[2]) / 1e9, None))
+        elif kind == "e":
+            records.append((int(rest[0]), int(rest[1]) / 1e9, None, rest[2]))
+        elif kind == "done":
+            sent, left = int(rest[0]), int(rest[1])
+    if sent < 0:
+        raise BenchError(f"the Java producer's report is incomplete (exit {proc.returncode}): {err[-2000:]}")
+    return analyse(records, mover.moves, t_start, t_end, sent, left, 0, cfg["steady_s"])
 
 
 def analyse(records: list[tuple[int, float, float | None, str | None]], moves: list[dict[str, Any]],
@@ -536,7 +621,7 @@ def table(results: dict[str, Any]) -> str:
         rows.append((label, cells))
 
     cfg = results["config"]
-    rows.append(f"produce latency ms (send to ack, msg.latency()): the {cfg['steady_s']:g} s before the first move, "
+    rows.append(f"produce latency ms (send to ack): the {cfg['steady_s']:g} s before the first move, "
                 "and from the first move on")
     for q in ("p50", "p99", "p999"):
         row(f"  {q.replace('p999', 'p99.9')} before", lambda v, q=q: v["latency_steady_ms"][q])
@@ -609,6 +694,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--variants", default="hints-on,hints-off",
                         help="the variants in the order they run (default hints-on,hints-off)")
     parser.add_argument("--no-throughput", action="store_true", help="skip the throughput part")
+    parser.add_argument("--client", choices=("confluent", "java"), default="confluent",
+                        help="the producer through the moves: confluent-kafka's (this process), or the Java "
+                             "client's (lab/bench/java/FailoverProducer.java, make java-clients' jars)")
+    parser.add_argument("--java-version", default="3.9.1", help="--client java: kafka-clients version (3.9.1)")
     parser.add_argument("--json", type=Path, default=None,
                         help="results file (default lab/bench/results/<UTC timestamp>-failover.json)")
     args = parser.parse_args(argv)
@@ -623,7 +712,9 @@ def main(argv: list[str] | None = None) -> int:
         "started_at": started.isoformat(), "quick": args.quick, "machine": report.machine_info(),
         "config": {**cfg, "benchmark": "failover", "partitions": PARTITIONS, "replication_factor": REPLICAS,
                    "record_bytes": RECORD_BYTES, "send_interval_ms": SEND_INTERVAL_S * 1000,
-                   "producer": PRODUCER_CONFIG,
+                   "client": "confluent-kafka" if args.client == "confluent" else f"kafka-clients {args.java_version}",
+                   "producer": PRODUCER_CONFIG if args.client == "confluent"
+                   else {"acks": "all", "linger.ms": 0, "compression.type": "none", "(else)": "the Java client's defaults"},
                    "move": "AlterPartitionReassignments (replica list rotated by one, same set) then "
                            "AdminClient.elect_leaders(PREFERRED) on the 12 partitions; t_move = elect "
                            "returned"},
@@ -635,7 +726,8 @@ def main(argv: list[str] | None = None) -> int:
             if label not in ("hints-on", "hints-off"):
                 parser.error(f"unknown variant {label!r}: hints-on, hints-off")
             hints = label == "hints-on"
-            results["variants"][label] = failover_variant(label, hints, Path(tmp), cfg, stamp)
+            results["variants"][label] = failover_variant(label, hints, Path(tmp), cfg, stamp,
+                                                          args.java_version if args.client == "java" else None)
         if not args.no_throughput:
             results["throughput"] = throughput(Path(tmp), cfg["tput_records"], stamp)
     results["finished_at"] = datetime.now(UTC).isoformat()
@@ -646,7 +738,8 @@ def main(argv: list[str] | None = None) -> int:
           f"Python {m['python']}, confluent-kafka {m['confluent_kafka']} / librdkafka {m['librdkafka']}")
     print(f"refka serve --brokers 3 (one process, disk); {PARTITIONS} partitions RF={REPLICAS}; one "
           f"{RECORD_BYTES}-byte record every {SEND_INTERVAL_S * 1000:.0f} ms round-robin; producer "
-          + ", ".join(f"{k}={v}" for k, v in PRODUCER_CONFIG.items()) + "; "
+          f"{results['config']['client']}: "
+          + ", ".join(f"{k}={v}" for k, v in results["config"]["producer"].items()) + "; "
           f"{cfg['moves']} moves, {cfg['gap_s']} s apart after a {cfg['warmup_s']} s warm-up")
     print("load average before/after: {:.2f} / {:.2f}\n".format(m["loadavg_1min"], results["loadavg_1min_end"]))
     print(table(results))
