@@ -519,7 +519,8 @@ def test_fetch_past_the_log_end_is_offset_out_of_range(strict_broker, topic_ids)
         [t] = resp.responses
         [p] = t.partitions
         assert p.error_code == ErrorCode.OFFSET_OUT_OF_RANGE
-        assert p.high_watermark == end
+        # as Kafka answers an errored partition to a consumer: no offsets (tests/oracle)
+        assert (p.high_watermark, p.log_start_offset) == (-1, -1)
         assert not p.records
         # The same connection fetches from the start.
         resp = c.call(Fetch, fetch_request(topic_ids[TOPIC], 0, 0, max_wait_ms=0), V_FETCH)
@@ -681,7 +682,7 @@ def test_the_lz4_reproducer_is_refused_corrupt_and_never_reaches_the_log(strict_
         [t] = resp.responses
         [p] = t.partition_responses
         assert (t.name, p.index, p.error_code, p.base_offset) == (REPRO_TOPIC, 0, ErrorCode.CORRUPT_MESSAGE, -1)
-        assert "cannot decompress records (LZ4)" in p.error_message
+        assert p.error_message is None  # as Kafka; the reason is in the broker's log (info)
         assert _log_end_offset(c) == 0
         # The ListOffsets of the report is answered on the same connection: nothing there.
         p = _repro_list_offsets(c)

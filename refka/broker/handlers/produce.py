@@ -5,7 +5,9 @@ Behavior:
   acks=0 gets no response at all.
 - Each partition's records pass broker/log/validator.py's rules (Kafka's
   LogValidator) before anything is appended: RecordBatch v2 only from v3 (a
-  bad CRC or a truncated batch is CORRUPT_MESSAGE, magic < 2 INVALID_RECORD),
+  bad CRC or a truncated batch is CORRUPT_MESSAGE, answered without an error
+  message as Kafka answers it, the reason logged at info level
+  (produce_corrupt_records); magic < 2 INVALID_RECORD),
   compression bits naming no codec UNSUPPORTED_COMPRESSION_TYPE, a batch
   above the topic's max.message.bytes (or decompressing to more than 64
   times it) MESSAGE_TOO_LARGE, records under a valid CRC that do not read
@@ -84,7 +86,10 @@ from ..leader_hints import current_leader, hints_enabled, node_endpoints
 from ..log import RecordTooLargeError
 from ..log.producer_state import ProducerStateError
 from ..log.validator import RecordValidationError, validate_message_set, validate_records
+from ..logging import get_logger
 from ..registry import handles
+
+log = get_logger("refka.produce")
 
 Resp = Produce.Response
 RTopic = Resp.TopicProduceResponse
@@ -106,10 +111,15 @@ def _error(index: int, code: ErrorCode, message: str | None = None) -> Any:
                  log_start_offset=-1, error_message=message)
 
 
-def _refused(index: int, e: RecordValidationError) -> Any:
+def _refused(topic: str, index: int, e: RecordValidationError) -> Any:
     # As Kafka: a message only with a record validation error (INVALID_RECORD and the
-    # like, LogAppendResult's hasCustomErrorMessage); a corrupt batch answers none.
-    r = _error(index, e.error_code, None if e.error_code == ErrorCode.CORRUPT_MESSAGE else e.message)
+    # like, LogAppendResult's hasCustomErrorMessage); a corrupt batch answers none, and
+    # what was corrupt goes to the broker's log instead.
+    if e.error_code == ErrorCode.CORRUPT_MESSAGE:
+        log.info("produce_corrupt_records", topic=topic, partition=index, reason=e.message)
+        r = _error(index, e.error_code, None)
+    else:
+        r = _error(index, e.error_code, e.message)
     if e.record_errors:
         r.record_errors = [RRecordError(batch_index=i, batch_index_error_message=m) for i, m in e.record_errors]
     return r
@@ -202,7 +212,7 @@ def handle_produce(ctx, req):
                     appended = records
                     batches = validate_records(records, cfg, name, idx)
             except RecordValidationError as e:
-                parts_out.append(_refused(idx, e))
+                parts_out.append(_refused(name, idx, e))
                 continue
             if acks == -1 and part.check_enough_replicas(min_isr) != NONE:
                 parts_out.append(_error(idx, ErrorCode.NOT_ENOUGH_REPLICAS,
