@@ -113,6 +113,9 @@ CLIENTS: list[Client] = [
              "producer (acks, idempotence, codecs, headers), consumer (assign/seek/offsetsForTimes, groups, "
              "cooperative-sticky, commits), AdminClient, KIP-951 failover", id_part=v)
       for v in _java_versions()),
+    Client("old protocol: kafka-python api_version 0.9-0.10, librdkafka fallback 0.8.2/0.9.0",
+           _package("kafka-python"), ("tests/integration/test_legacy_versions.py",),
+           "Produce v0-v2 and Fetch v0-v3 (message formats 0/1, each codec), both directions across formats"),
     Client("Spark Kafka source/sink (Java client inside Spark)", _package("pyspark"),
            ("tests/lab/pipeline/test_pipeline_kafka*.py",),
            "batch and streaming reads (offsets, timestamps), writes, a leader move and a broker restart mid-query"),

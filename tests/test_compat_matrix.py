@@ -31,10 +31,10 @@ def test_outcomes_are_counted_per_client_and_version(tmp_path: Path) -> None:
         assert row(text, "Java kafka-clients", "4.1.1").endswith("| 1 skipped |")
 
     readme = tmp_path / "README.md"
-    readme.write_text(f"# x\n{compat.START}\nold\n{compat.END}\ntail\n")
+    readme.write_text(f"# x\n{compat.START}\nthe previous table\n{compat.END}\ntail\n")
     results = tmp_path / "outcomes.json"
     results.write_text(json.dumps({"finished": "2026-01-01 00:00 UTC", "args": [], "outcomes": outcomes}))
     assert compat.main(["--outcomes", str(results), "--readme", str(readme)]) == 0
     content = readme.read_text()
-    assert "old" not in content and content.endswith(f"{compat.END}\ntail\n")
+    assert "the previous table" not in content and content.endswith(f"{compat.END}\ntail\n")
     assert row(content, "kcat") and "From the test run of 2026-01-01 00:00 UTC (6 tests)." in content
